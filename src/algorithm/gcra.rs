@@ -1,0 +1,387 @@
+//! The Generic Cell Rate Algorithm (GCRA), virtual-scheduling form.
+//!
+//! Source: ITU-T Recommendation I.371, *Traffic control and congestion control
+//! in B-ISDN*, Annex A (the virtual scheduling algorithm), with the parameters
+//! and reply of brandur's redis-cell and of the `GCRA` command added to Redis
+//! 8.8:
+//!
+//! * `limit = max_burst + 1` — the most tokens that can be taken at once;
+//! * emission interval `T = period / tokens_per_period`, rounded to the nearest
+//!   µs — the steady-state spacing between two tokens;
+//! * delay variation tolerance `τ = T × limit` — how far ahead of `now` the
+//!   schedule may run;
+//! * state: the theoretical arrival time (TAT), the instant at which the
+//!   limiter is full again. No key means `TAT ≤ now`.
+//!
+//! A request of `n` tokens at `now` is allowed when
+//! `max(TAT, now) + n·T − τ ≤ now`; it then moves the TAT to
+//! `max(TAT, now) + n·T`. A refused request leaves the TAT alone. The key
+//! expires at the TAT, when its state becomes equal to "no key".
+//!
+//! The stored value is the TAT as a decimal integer of µs since the Unix epoch.
+
+use super::{parse_decimal, write_decimal, Algorithm, Decision, Outcome, Update, STATE_BUF_LEN};
+use crate::error::{Error, Result};
+
+/// GCRA parameters, validated. Build with [`Gcra::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gcra {
+    emission_interval_us: i64,
+    limit: i64,
+    delay_variation_tolerance_us: i64,
+}
+
+impl Gcra {
+    /// Validates the parameters of `RL.GCRA key max_burst tokens_per_period period`.
+    ///
+    /// * `max_burst` ≥ 0: tokens that may be taken at once beyond the first;
+    /// * `tokens_per_period` ≥ 1 tokens refill every `period_us` µs (≥ 1);
+    /// * the emission interval `period_us / tokens_per_period` is rounded to
+    ///   the nearest µs (halves up), as Redis's `GCRA` command does.
+    ///
+    /// Errors: [`Error::OutOfRange`] for a bound; [`Error::RateTooHigh`] when
+    /// `tokens_per_period > period_us` (more than one token per µs);
+    /// [`Error::Overflow`] when `T × (max_burst + 1)` does not fit in `i64` µs.
+    ///
+    /// ```
+    /// use redis_ratelimit::algorithm::gcra::Gcra;
+    /// // 10 tokens per second with bursts of 4 more: T = 100 ms, τ = 500 ms.
+    /// let gcra = Gcra::new(4, 10, 1_000_000).unwrap();
+    /// assert_eq!(gcra.emission_interval_us(), 100_000);
+    /// assert_eq!(gcra.delay_variation_tolerance_us(), 500_000);
+    /// assert_eq!(gcra.limit(), 5);
+    /// ```
+    pub fn new(max_burst: i64, tokens_per_period: i64, period_us: i64) -> Result<Self> {
+        Self::with_names(
+            max_burst,
+            tokens_per_period,
+            period_us,
+            ["max_burst", "tokens_per_period"],
+        )
+    }
+
+    /// [`Gcra::new`] with the argument names used in error messages
+    /// (`CL.THROTTLE` calls its second parameter `count_per_period`).
+    pub fn with_names(
+        max_burst: i64,
+        tokens_per_period: i64,
+        period_us: i64,
+        names: [&'static str; 2],
+    ) -> Result<Self> {
+        if max_burst < 0 {
+            return Err(Error::OutOfRange {
+                arg: names[0],
+                bound: ">= 0",
+            });
+        }
+        if tokens_per_period < 1 {
+            return Err(Error::OutOfRange {
+                arg: names[1],
+                bound: ">= 1",
+            });
+        }
+        if period_us < 1 {
+            return Err(Error::BadPeriod { arg: "period" });
+        }
+        if tokens_per_period > period_us {
+            return Err(Error::RateTooHigh { arg: names[1] });
+        }
+        let quotient = period_us / tokens_per_period;
+        let rest = period_us % tokens_per_period;
+        // Round half up without overflow: rest ≥ tokens_per_period / 2.
+        let emission_interval_us = quotient + i64::from(rest >= tokens_per_period - rest);
+        let limit = max_burst.checked_add(1).ok_or(Error::Overflow)?;
+        let delay_variation_tolerance_us = emission_interval_us
+            .checked_mul(limit)
+            .ok_or(Error::Overflow)?;
+        Ok(Self {
+            emission_interval_us,
+            limit,
+            delay_variation_tolerance_us,
+        })
+    }
+
+    /// The emission interval `T`, in µs.
+    pub fn emission_interval_us(&self) -> i64 {
+        self.emission_interval_us
+    }
+
+    /// The delay variation tolerance `τ = T × limit`, in µs.
+    pub fn delay_variation_tolerance_us(&self) -> i64 {
+        self.delay_variation_tolerance_us
+    }
+
+    /// `max_burst + 1`.
+    pub fn limit(&self) -> i64 {
+        self.limit
+    }
+
+    /// Tokens available when the schedule runs `ttl_us` ahead of now.
+    fn remaining(&self, ttl_us: i64) -> i64 {
+        // ttl ≥ 0 and ≤ τ except after the clock stepped back; clamp at 0.
+        ((self.delay_variation_tolerance_us - ttl_us) / self.emission_interval_us).max(0)
+    }
+}
+
+impl Algorithm for Gcra {
+    /// The theoretical arrival time, µs since the Unix epoch.
+    type State = i64;
+
+    fn decode(bytes: &[u8]) -> Option<i64> {
+        parse_decimal(bytes)
+    }
+
+    fn encode(tat_us: &i64, buf: &mut [u8; STATE_BUF_LEN]) -> usize {
+        write_decimal(*tat_us, buf, 0)
+    }
+
+    /// Decides `cost` tokens at `now_us`. `cost` 0 reads the state without
+    /// consuming (nothing is written). A cost above the limit is refused with
+    /// `retry_after_us = None`: it can never be allowed.
+    fn decide(&self, tat_us: Option<i64>, now_us: i64, cost: i64) -> Result<Outcome<i64>> {
+        let tat_us = tat_us.map_or(now_us, |t| t.max(now_us));
+        // The schedule's lead over now; > τ only after the clock stepped back.
+        let ttl_us = tat_us - now_us;
+        let refuse = |retry_after_us| Outcome {
+            decision: Decision {
+                limited: true,
+                limit: self.limit,
+                remaining: self.remaining(ttl_us),
+                retry_after_us,
+                reset_after_us: ttl_us,
+            },
+            update: None,
+        };
+        if cost > self.limit {
+            return Ok(refuse(None));
+        }
+        // cost ≤ limit, so the increment ≤ τ, which fits.
+        let increment_us = self.emission_interval_us * cost.max(0);
+        let new_tat_us = tat_us.checked_add(increment_us).ok_or(Error::Overflow)?;
+        let allow_at_us = new_tat_us - self.delay_variation_tolerance_us;
+        if allow_at_us > now_us {
+            return Ok(refuse(Some(allow_at_us - now_us)));
+        }
+        let new_ttl_us = new_tat_us - now_us;
+        Ok(Outcome {
+            decision: Decision {
+                limited: false,
+                limit: self.limit,
+                remaining: self.remaining(new_ttl_us),
+                retry_after_us: None,
+                reset_after_us: new_ttl_us,
+            },
+            // A zero-cost request changes nothing.
+            update: (increment_us > 0).then_some(Update {
+                state: new_tat_us,
+                expire_at_us: new_tat_us,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+    const MS: i64 = 1_000;
+    /// An arbitrary epoch instant for the injected clock.
+    const T0: i64 = 1_763_700_000 * S;
+
+    /// One step of a table: at `at_us` (relative to T0) take `cost` tokens and
+    /// expect `(limited, remaining, retry_after_us, reset_after_us)`.
+    struct Case {
+        at_us: i64,
+        cost: i64,
+        limited: bool,
+        remaining: i64,
+        retry_after_us: Option<i64>,
+        reset_after_us: i64,
+    }
+
+    fn run(gcra: &Gcra, cases: &[Case]) {
+        let mut state = None;
+        for (i, c) in cases.iter().enumerate() {
+            let out = gcra.decide(state, T0 + c.at_us, c.cost).unwrap();
+            let d = out.decision;
+            assert_eq!(
+                (d.limited, d.remaining, d.retry_after_us, d.reset_after_us),
+                (c.limited, c.remaining, c.retry_after_us, c.reset_after_us),
+                "case {i}"
+            );
+            assert_eq!(d.limit, gcra.limit());
+            assert_eq!(
+                out.update.is_none(),
+                d.limited || c.cost == 0,
+                "case {i}: writes iff allowed"
+            );
+            if let Some(u) = out.update {
+                assert_eq!(u.expire_at_us, u.state, "the key expires at the TAT");
+                state = Some(u.state);
+            }
+        }
+    }
+
+    fn case(
+        at_us: i64,
+        cost: i64,
+        limited: bool,
+        remaining: i64,
+        retry: Option<i64>,
+        reset: i64,
+    ) -> Case {
+        Case {
+            at_us,
+            cost,
+            limited,
+            remaining,
+            retry_after_us: retry,
+            reset_after_us: reset,
+        }
+    }
+
+    #[test]
+    fn burst_of_five_then_limited_then_refilled() {
+        // max_burst 4, 10 per second: T = 100 ms, limit 5.
+        let gcra = Gcra::new(4, 10, S).unwrap();
+        run(
+            &gcra,
+            &[
+                case(0, 1, false, 4, None, 100 * MS),
+                case(0, 1, false, 3, None, 200 * MS),
+                case(0, 1, false, 2, None, 300 * MS),
+                case(0, 1, false, 1, None, 400 * MS),
+                case(0, 1, false, 0, None, 500 * MS),
+                case(0, 1, true, 0, Some(100 * MS), 500 * MS),
+                // 100 ms later exactly one token is back.
+                case(100 * MS, 1, false, 0, None, 500 * MS),
+                case(100 * MS, 1, true, 0, Some(100 * MS), 500 * MS),
+                // Part-way: the retry shrinks with time.
+                case(130 * MS, 1, true, 0, Some(70 * MS), 470 * MS),
+                // After a full reset the whole burst is back.
+                case(700 * MS, 5, false, 0, None, 500 * MS),
+            ],
+        );
+    }
+
+    #[test]
+    fn costs_above_the_limit_can_never_be_allowed() {
+        let gcra = Gcra::new(4, 10, S).unwrap();
+        run(
+            &gcra,
+            &[
+                case(0, 6, true, 5, None, 0),
+                case(0, 5, false, 0, None, 500 * MS),
+                case(0, 6, true, 0, None, 500 * MS),
+            ],
+        );
+    }
+
+    #[test]
+    fn zero_cost_reads_without_consuming() {
+        let gcra = Gcra::new(4, 10, S).unwrap();
+        run(
+            &gcra,
+            &[
+                case(0, 0, false, 5, None, 0),
+                case(0, 2, false, 3, None, 200 * MS),
+                case(50 * MS, 0, false, 3, None, 150 * MS),
+            ],
+        );
+    }
+
+    #[test]
+    fn emission_interval_rounds_to_the_nearest_microsecond() {
+        let cases = [
+            (1, 3, 0),  // 1/3 µs: more than one token per µs
+            (3, 1, 3),  // exact
+            (10, 3, 3), // 3.33 → 3
+            (5, 2, 3),  // 2.5 → 3 (halves up)
+            (1_000_000, 3, 333_333),
+            (2_000_000, 3, 666_667),
+            (i64::MAX, 1, i64::MAX),
+            (i64::MAX, 2, i64::MAX / 2 + 1),
+        ];
+        for (period_us, tokens, want) in cases {
+            match Gcra::new(0, tokens, period_us) {
+                Ok(g) => assert_eq!(g.emission_interval_us(), want, "{period_us}/{tokens}"),
+                Err(e) => assert_eq!(
+                    (want, e),
+                    (
+                        0,
+                        Error::RateTooHigh {
+                            arg: "tokens_per_period"
+                        }
+                    )
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn parameters_are_validated() {
+        assert_eq!(
+            Gcra::new(-1, 1, S),
+            Err(Error::OutOfRange {
+                arg: "max_burst",
+                bound: ">= 0"
+            })
+        );
+        assert_eq!(
+            Gcra::new(0, 0, S),
+            Err(Error::OutOfRange {
+                arg: "tokens_per_period",
+                bound: ">= 1"
+            })
+        );
+        assert_eq!(
+            Gcra::new(0, -5, S),
+            Err(Error::OutOfRange {
+                arg: "tokens_per_period",
+                bound: ">= 1"
+            })
+        );
+        assert_eq!(
+            Gcra::new(0, 2, 1),
+            Err(Error::RateTooHigh {
+                arg: "tokens_per_period"
+            })
+        );
+        assert_eq!(Gcra::new(i64::MAX, 1, S), Err(Error::Overflow));
+        assert_eq!(Gcra::new(1 << 40, 1, 1 << 30), Err(Error::Overflow));
+        assert!(Gcra::new(i64::MAX - 1, 1, 1).is_ok());
+    }
+
+    #[test]
+    fn a_state_far_in_the_future_is_an_error_not_a_wrap() {
+        let gcra = Gcra::new(i64::MAX - 1, 1, 1).unwrap();
+        assert_eq!(
+            gcra.decide(Some(i64::MAX - 5), T0, 10),
+            Err(Error::Overflow)
+        );
+    }
+
+    #[test]
+    fn clock_stepping_back_gives_no_negative_times() {
+        let gcra = Gcra::new(4, 10, S).unwrap();
+        let out = gcra.decide(None, T0, 5).unwrap();
+        let tat = out.update.unwrap().state;
+        // The clock steps back by 10 s.
+        let d = gcra.decide(Some(tat), T0 - 10 * S, 1).unwrap().decision;
+        assert!(d.limited);
+        assert_eq!(d.remaining, 0);
+        assert_eq!(d.retry_after_us, Some(10 * S + 100 * MS));
+        assert_eq!(d.reset_after_us, 10 * S + 500 * MS);
+    }
+
+    #[test]
+    fn state_codec_round_trips() {
+        let mut buf = [0u8; STATE_BUF_LEN];
+        let n = Gcra::encode(&1_763_761_234_567_890, &mut buf);
+        assert_eq!(&buf[..n], b"1763761234567890");
+        assert_eq!(Gcra::decode(&buf[..n]), Some(1_763_761_234_567_890));
+        assert_eq!(Gcra::decode(b"foo"), None);
+        assert_eq!(Gcra::decode(b"-5"), None);
+    }
+}

@@ -1,0 +1,144 @@
+//! The rate-limiting algorithms, as pure state transitions.
+//!
+//! Nothing in this module (or below it) touches Redis: each algorithm is a
+//! function `(previous state, now, parameters, cost) → (decision, new state)`.
+//! The command layer reads the state from the key, calls [`Algorithm::decide`]
+//! with the server clock, writes the new state (if any) with its absolute
+//! expiry, propagates that effect, and replies with the [`Decision`].
+//!
+//! All instants are `i64` microseconds since the Unix epoch and all durations
+//! are `i64` microseconds (names end in `_us`). Arithmetic is checked: a
+//! combination that would overflow is an [`Error::Overflow`], never a wrap.
+
+pub mod gcra;
+pub mod token_bucket;
+
+use crate::error::{Error, Result};
+
+/// The answer to one request: the five fields of every `RL.*` reply, in µs.
+///
+/// The command layer converts the durations to milliseconds (or seconds for
+/// `CL.THROTTLE`), rounding up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// `true` when the request was refused (reply element 1: `1`).
+    pub limited: bool,
+    /// The most tokens that can ever be taken at once.
+    pub limit: i64,
+    /// Tokens available right after this call (`0 ..= limit`).
+    pub remaining: i64,
+    /// `None` when allowed, or when the cost can never be allowed (cost >
+    /// limit); otherwise the µs until a request of this cost would be allowed.
+    pub retry_after_us: Option<i64>,
+    /// µs until the limiter is back at full capacity (`≥ 0`).
+    pub reset_after_us: i64,
+}
+
+/// What to store after a decision: the new state and the instant (µs since
+/// the epoch) at which it becomes equal to "no key", where the key expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Update<S> {
+    pub state: S,
+    pub expire_at_us: i64,
+}
+
+/// A decision and, when the request changed the limiter, the state to write.
+/// `update` is `None` for every limited request: those write nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome<S> {
+    pub decision: Decision,
+    pub update: Option<Update<S>>,
+}
+
+/// Room for any encoded state of a string-backed algorithm.
+pub const STATE_BUF_LEN: usize = 64;
+
+/// A rate-limiting algorithm whose state is one Redis string.
+pub trait Algorithm {
+    /// The per-key state, decoded from the key's string value.
+    type State: Copy;
+
+    /// Decodes a stored value; `None` when it is not a state this algorithm
+    /// wrote (the command replies [`Error::InvalidState`]).
+    fn decode(bytes: &[u8]) -> Option<Self::State>;
+
+    /// Encodes a state into `buf`, returning the number of bytes written.
+    fn encode(state: &Self::State, buf: &mut [u8; STATE_BUF_LEN]) -> usize;
+
+    /// Decides a request of `cost` tokens at `now_us` against `state` (`None`
+    /// when the key does not exist).
+    ///
+    /// Errors: [`Error::Overflow`] when the arithmetic would overflow (only
+    /// possible with extreme parameters or a stored state far in the future).
+    fn decide(
+        &self,
+        state: Option<Self::State>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<Outcome<Self::State>>;
+}
+
+/// Parses a non-negative decimal integer made only of ASCII digits that fits
+/// in an `i64` (the form the module writes its integers in).
+pub(crate) fn parse_decimal(bytes: &[u8]) -> Option<i64> {
+    if bytes.is_empty() || bytes.len() > 19 {
+        return None;
+    }
+    let mut value: i64 = 0;
+    for &b in bytes {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(i64::from(digit))?;
+    }
+    Some(value)
+}
+
+/// Writes `value` in decimal at `buf[at..]`, returning the new end.
+pub(crate) fn write_decimal(value: i64, buf: &mut [u8; STATE_BUF_LEN], at: usize) -> usize {
+    let mut fmt = itoa::Buffer::new();
+    let digits = fmt.format(value).as_bytes();
+    let end = at + digits.len();
+    buf[at..end].copy_from_slice(digits);
+    end
+}
+
+/// Converts an `i128` intermediate back to `i64`, or [`Error::Overflow`].
+#[inline]
+pub(crate) fn to_i64(v: i128) -> Result<i64> {
+    i64::try_from(v).map_err(|_| Error::Overflow)
+}
+
+/// `⌈a / b⌉` for `a ≥ 0`, `b > 0`.
+#[inline]
+pub(crate) fn ceil_div_i128(a: i128, b: i128) -> i128 {
+    a / b + i128::from(a % b != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_round_trips_and_rejects_foreign_bytes() {
+        let mut buf = [0u8; STATE_BUF_LEN];
+        for v in [0, 1, 9, 10, 1_763_761_234_567_890, i64::MAX] {
+            let end = write_decimal(v, &mut buf, 0);
+            assert_eq!(parse_decimal(&buf[..end]), Some(v));
+        }
+        for bad in [
+            &b""[..],
+            b"-1",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"abc",
+            b"1.5",
+            b"9223372036854775808",
+            b"\xff",
+        ] {
+            assert_eq!(parse_decimal(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The Redis glue: one thin handler per command, and what they share.
+//!
+//! Every command runs the same way (see [`run`]): check arity → parse and
+//! validate every argument → open the key → decode its state → read the clock
+//! once → decide (pure, in [`crate::algorithm`]) → write the new state with its
+//! absolute expiry and propagate that effect → reply with five integers. Any
+//! error is replied before anything is written.
+
+pub mod args;
+pub mod gcra;
+pub mod store;
+pub mod throttle;
+pub mod token_bucket;
+
+use std::ffi::{c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
+
+use crate::algorithm::Decision;
+use crate::error::{Error, Result};
+use crate::time::{ceil_ms, ceil_secs};
+use args::Args;
+
+/// Fetches a server API function pointer, or fails with [`Error::Internal`].
+/// All the pointers used on the hot path are checked once at load
+/// ([`register_all`]), so the error branch is never taken in practice.
+macro_rules! api {
+    ($name:ident) => {{
+        // SAFETY: a plain read of a function pointer that the server set at
+        // load and never changes afterwards.
+        #[allow(unused_unsafe)]
+        let function = unsafe { redis_module::raw::$name };
+        match function {
+            Some(f) => f,
+            None => {
+                return Err($crate::error::Error::Internal {
+                    what: concat!(stringify!($name), " is missing"),
+                })
+            }
+        }
+    }};
+}
+pub(crate) use api;
+
+/// The unit of the two durations in a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyUnit {
+    /// `RL.*` commands: milliseconds, rounded up.
+    Millis,
+    /// `CL.THROTTLE` (redis-cell compatible): seconds, rounded up.
+    Seconds,
+}
+
+/// The five integers of a reply: `[limited, limit, remaining, retry_after,
+/// reset_after]`, durations rounded up in `unit`, `retry_after` -1 when
+/// allowed or when the cost can never be allowed.
+pub fn reply_fields(d: &Decision, unit: ReplyUnit) -> [i64; 5] {
+    let convert = match unit {
+        ReplyUnit::Millis => ceil_ms,
+        ReplyUnit::Seconds => ceil_secs,
+    };
+    [
+        i64::from(d.limited),
+        d.limit,
+        d.remaining,
+        d.retry_after_us.map_or(-1, convert),
+        convert(d.reset_after_us),
+    ]
+}
+
+/// A command's static description: what [`run`] needs to call it.
+pub struct Spec {
+    /// The command name, lower case, as registered.
+    pub name: &'static CStr,
+    /// Fewest arguments including the command name; fewer get the server's
+    /// standard arity error.
+    pub min_argc: usize,
+    /// Most arguments; more get the server's arity error too (`None`: the
+    /// handler reports a syntax error instead).
+    pub max_argc: Option<usize>,
+    /// Unit of the reply's durations.
+    pub unit: ReplyUnit,
+    /// Parses the arguments, decides and writes; returns the decision.
+    pub handler: fn(*mut RedisModuleCtx, &Args) -> Result<Decision>,
+}
+
+/// The command boundary, shared by every command: arity, the handler, the
+/// reply, and the last line of defence against panics.
+///
+/// A panic in a module aborts redis-server (unwinding may not cross
+/// `extern "C"`). Handlers do not panic by construction (checked arithmetic,
+/// no `unwrap` on input or stored values); should one anyway, it is caught
+/// here and answered with an `ERR` reply. Handlers reply only after all their
+/// work is done, so a caught panic never leaves a half-written reply.
+pub fn run(
+    ctx: *mut RedisModuleCtx,
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+    spec: &Spec,
+) -> c_int {
+    let argc = usize::try_from(argc).unwrap_or(0);
+    if argc < spec.min_argc || spec.max_argc.is_some_and(|max| argc > max) || argv.is_null() {
+        // SAFETY: ctx is the live context of this command call.
+        return unsafe {
+            raw::RedisModule_WrongArity.map_or(raw::REDISMODULE_ERR as c_int, |f| f(ctx))
+        };
+    }
+    // SAFETY: the server passes `argc` valid string pointers in `argv`, alive
+    // for the whole call.
+    let argv = unsafe {
+        std::slice::from_raw_parts(argv.cast_const().cast::<*const RedisModuleString>(), argc)
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| (spec.handler)(ctx, &Args::new(argv))));
+    match outcome {
+        Ok(Ok(decision)) => reply_decision(ctx, &reply_fields(&decision, spec.unit)),
+        Ok(Err(error)) => reply_error(ctx, error),
+        Err(_) => reply_error(
+            ctx,
+            Error::Internal {
+                what: "a panic was caught",
+            },
+        ),
+    }
+}
+
+fn reply_decision(ctx: *mut RedisModuleCtx, fields: &[i64; 5]) -> c_int {
+    // SAFETY: ctx is the live context of this command call; the pointers are
+    // checked at load.
+    unsafe {
+        if let (Some(array), Some(integer)) = (
+            raw::RedisModule_ReplyWithArray,
+            raw::RedisModule_ReplyWithLongLong,
+        ) {
+            array(ctx, 5);
+            for &v in fields {
+                integer(ctx, v);
+            }
+        }
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+fn reply_error(ctx: *mut RedisModuleCtx, error: Error) -> c_int {
+    // Error texts are static ASCII without NUL bytes.
+    let text = std::ffi::CString::new(error.to_string()).unwrap_or_default();
+    // SAFETY: as above; the server copies the message.
+    unsafe {
+        if let Some(f) = raw::RedisModule_ReplyWithError {
+            f(ctx, text.as_ptr());
+        }
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+/// Declares the `extern "C"` entry point of a command whose [`Spec`] is `$spec`.
+macro_rules! entry_point {
+    ($fn_name:ident, $spec:path) => {
+        extern "C" fn $fn_name(
+            ctx: *mut redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut redis_module::raw::RedisModuleString,
+            argc: std::ffi::c_int,
+        ) -> std::ffi::c_int {
+            $crate::command::run(ctx, argv, argc, &$spec)
+        }
+    };
+}
+
+entry_point!(rl_gcra, gcra::SPEC);
+entry_point!(rl_tokenbucket, token_bucket::SPEC);
+entry_point!(cl_throttle, throttle::SPEC);
+
+type EntryPoint = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
+
+/// Every command: its spec, its entry point, and its flags.
+const COMMANDS: [(&Spec, EntryPoint); 3] = [
+    (&gcra::SPEC, rl_gcra),
+    (&token_bucket::SPEC, rl_tokenbucket),
+    (&throttle::SPEC, cl_throttle),
+];
+
+/// Flags of every command: it writes, must not grow memory past `maxmemory`,
+/// and runs in O(1).
+const FLAGS: &CStr = c"write deny-oom fast";
+
+/// Registers every command with the key at position 1 (first key 1, last key 1,
+/// step 1), so that Redis Cluster routes by it and ACL key patterns apply.
+///
+/// Fails the load, with a log line, when the server lacks an API the hot path
+/// needs (none is newer than Redis 6.2.2).
+pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
+    // SAFETY: plain reads of function pointers set by `RedisModule_Init`.
+    let required = unsafe {
+        [
+            ("OpenKey", {
+                let f = raw::RedisModule_OpenKey;
+                f.is_some()
+            }),
+            ("CloseKey", {
+                let f = raw::RedisModule_CloseKey;
+                f.is_some()
+            }),
+            ("KeyType", {
+                let f = raw::RedisModule_KeyType;
+                f.is_some()
+            }),
+            ("StringDMA", {
+                let f = raw::RedisModule_StringDMA;
+                f.is_some()
+            }),
+            ("StringTruncate", {
+                let f = raw::RedisModule_StringTruncate;
+                f.is_some()
+            }),
+            ("DeleteKey", {
+                let f = raw::RedisModule_DeleteKey;
+                f.is_some()
+            }),
+            ("SetAbsExpire", {
+                let f = raw::RedisModule_SetAbsExpire;
+                f.is_some()
+            }),
+            ("Replicate", {
+                let f = raw::RedisModule_Replicate;
+                f.is_some()
+            }),
+            ("NotifyKeyspaceEvent", {
+                let f = raw::RedisModule_NotifyKeyspaceEvent;
+                f.is_some()
+            }),
+            ("StringPtrLen", {
+                let f = raw::RedisModule_StringPtrLen;
+                f.is_some()
+            }),
+            ("StringToLongLong", {
+                let f = raw::RedisModule_StringToLongLong;
+                f.is_some()
+            }),
+            ("StringToDouble", {
+                let f = raw::RedisModule_StringToDouble;
+                f.is_some()
+            }),
+            ("ReplyWithArray", {
+                let f = raw::RedisModule_ReplyWithArray;
+                f.is_some()
+            }),
+            ("ReplyWithLongLong", {
+                let f = raw::RedisModule_ReplyWithLongLong;
+                f.is_some()
+            }),
+            ("ReplyWithError", {
+                let f = raw::RedisModule_ReplyWithError;
+                f.is_some()
+            }),
+            ("WrongArity", {
+                let f = raw::RedisModule_WrongArity;
+                f.is_some()
+            }),
+            ("Milliseconds", {
+                let f = raw::RedisModule_Milliseconds;
+                f.is_some()
+            }),
+        ]
+    };
+    if let Some((missing, _)) = required.iter().find(|(_, present)| !present) {
+        ctx.log_warning(&format!(
+            "ratelimit: this server lacks RedisModule_{missing}; not loading"
+        ));
+        return redis_module::Status::Err;
+    }
+    let Some(create) = (unsafe { raw::RedisModule_CreateCommand }) else {
+        return redis_module::Status::Err;
+    };
+    for (spec, entry) in COMMANDS {
+        // SAFETY: ctx is the load-time context; the strings are static.
+        let status = unsafe {
+            create(
+                ctx.ctx,
+                spec.name.as_ptr(),
+                Some(entry),
+                FLAGS.as_ptr(),
+                1,
+                1,
+                1,
+            )
+        };
+        if status != raw::REDISMODULE_OK as c_int {
+            ctx.log_warning(&format!(
+                "ratelimit: could not register {}",
+                spec.name.to_string_lossy()
+            ));
+            return redis_module::Status::Err;
+        }
+    }
+    redis_module::Status::Ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_round_durations_up_and_mark_never_with_minus_one() {
+        let d = Decision {
+            limited: true,
+            limit: 16,
+            remaining: 0,
+            retry_after_us: Some(1_000_001),
+            reset_after_us: 31_999_999,
+        };
+        assert_eq!(
+            reply_fields(&d, ReplyUnit::Millis),
+            [1, 16, 0, 1_001, 32_000]
+        );
+        assert_eq!(reply_fields(&d, ReplyUnit::Seconds), [1, 16, 0, 2, 32]);
+        let allowed = Decision {
+            limited: false,
+            limit: 5,
+            remaining: 4,
+            retry_after_us: None,
+            reset_after_us: 0,
+        };
+        assert_eq!(reply_fields(&allowed, ReplyUnit::Millis), [0, 5, 4, -1, 0]);
+    }
+}

@@ -1,0 +1,105 @@
+//! Every error a command can reply with, in one place.
+//!
+//! Inside the crate errors are typed values; the command boundary
+//! (`command::run`) turns them into a Redis error reply exactly once, using the
+//! `Display` text below. Each text starts with the standard Redis error code
+//! (`ERR` or `WRONGTYPE`) so clients map them as they map the server's own.
+//! Wrong arity is not here: it is answered with the server's own arity error
+//! (`RedisModule_WrongArity`).
+
+/// Why a command was refused. Nothing is written when a command returns one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// An integer argument that Redis itself would not parse as a signed
+    /// 64-bit integer (`string2ll` rules: no spaces, no `+`, no fraction).
+    #[error("ERR {arg} is not an integer or out of range")]
+    NotAnInteger { arg: &'static str },
+
+    /// A seconds argument that Redis would not parse as a float.
+    #[error("ERR {arg} is not a valid float")]
+    NotAFloat { arg: &'static str },
+
+    /// An integer argument outside its documented bounds; `bound` reads like
+    /// `">= 1"`.
+    #[error("ERR {arg} must be {bound}")]
+    OutOfRange {
+        arg: &'static str,
+        bound: &'static str,
+    },
+
+    /// A period / window that is not finite, not > 0, rounds to less than 1 µs,
+    /// or does not fit the microsecond clock.
+    #[error("ERR {arg} must be a finite number of seconds, at least 0.000001 and at most 9.2e12")]
+    BadPeriod { arg: &'static str },
+
+    /// More than one token per microsecond: below the clock's resolution.
+    #[error(
+        "ERR rate too high: at most one token per microsecond ({arg} too large for its period)"
+    )]
+    RateTooHigh { arg: &'static str },
+
+    /// A combination of parameters (or a stored state far in the future) whose
+    /// arithmetic would overflow 64-bit microseconds.
+    #[error("ERR parameters too large: the limiter's arithmetic would overflow")]
+    Overflow,
+
+    /// Trailing arguments that are not a valid `TOKENS n` option.
+    #[error("ERR syntax error: expected [TOKENS n] after the parameters")]
+    Syntax,
+
+    /// The key exists and is not of the type this command keeps its state in.
+    #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
+    WrongType,
+
+    /// The key holds a string that this command did not write (e.g. `SET k foo`).
+    #[error("ERR the value at this key is not {command} state (it was written by something else)")]
+    InvalidState { command: &'static str },
+
+    /// An internal failure of the module, caught at the command boundary
+    /// instead of aborting the server.
+    #[error("ERR internal error in the ratelimit module ({what}); nothing was written")]
+    Internal { what: &'static str },
+}
+
+/// Result type of the module's fallible functions.
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_carry_the_standard_prefixes() {
+        assert_eq!(
+            Error::WrongType.to_string(),
+            "WRONGTYPE Operation against a key holding the wrong kind of value"
+        );
+        let all = [
+            Error::NotAnInteger { arg: "max_burst" },
+            Error::NotAFloat { arg: "period" },
+            Error::OutOfRange {
+                arg: "TOKENS",
+                bound: ">= 1",
+            },
+            Error::BadPeriod { arg: "period" },
+            Error::RateTooHigh {
+                arg: "tokens_per_period",
+            },
+            Error::Overflow,
+            Error::Syntax,
+            Error::InvalidState { command: "RL.GCRA" },
+            Error::Internal { what: "panic" },
+        ];
+        for e in all {
+            assert!(e.to_string().starts_with("ERR "), "{e}");
+        }
+        assert_eq!(
+            Error::OutOfRange {
+                arg: "TOKENS",
+                bound: ">= 1"
+            }
+            .to_string(),
+            "ERR TOKENS must be >= 1"
+        );
+    }
+}

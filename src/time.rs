@@ -1,0 +1,115 @@
+//! Time: the server clock, read once per command, and the unit conversions.
+//!
+//! Every instant and duration inside the module is an `i64` count of
+//! microseconds (names end in `_us`): instants since the Unix epoch, durations
+//! as differences. Replies round durations **up** to milliseconds (`RL.*`) or
+//! seconds (`CL.THROTTLE`) so that waiting the returned time is always enough.
+
+/// Microseconds per millisecond.
+pub const US_PER_MS: i64 = 1_000;
+/// Microseconds per second.
+pub const US_PER_SEC: i64 = 1_000_000;
+/// Largest accepted period / window, in seconds (so that it fits `i64` µs).
+pub const MAX_PERIOD_SECS: f64 = 9.2e12;
+
+/// The server's clock as microseconds since the Unix epoch, read once per
+/// command.
+///
+/// On servers that have it (Redis 7.2+, Valkey), this is
+/// `RedisModule_CachedMicroseconds`: the time snapshot the server took when the
+/// top-level command started, so every call in one `MULTI`/`EXEC` or script
+/// sees the same instant, and it agrees with the clock the server uses for key
+/// expiry. On Redis 7.0 it is `RedisModule_Milliseconds() × 1000`.
+pub fn server_now_us() -> i64 {
+    // SAFETY: these function pointers are filled in by `RedisModule_Init`
+    // before any command can run, and stay valid for the server's lifetime.
+    unsafe {
+        if let Some(cached_us) = redis_module::raw::RedisModule_CachedMicroseconds {
+            return cached_us();
+        }
+        match redis_module::raw::RedisModule_Milliseconds {
+            Some(ms) => ms().saturating_mul(US_PER_MS),
+            None => 0, // unreachable: present since Redis 4; checked at load.
+        }
+    }
+}
+
+/// Converts a period given in seconds (as parsed by Redis's float parser) to
+/// whole microseconds, rounding to the nearest µs.
+///
+/// Returns `None` unless `secs` is finite, > 0, at most [`MAX_PERIOD_SECS`], and
+/// at least 1 µs after rounding.
+///
+/// ```
+/// use redis_ratelimit::time::seconds_to_us;
+/// assert_eq!(seconds_to_us(0.5), Some(500_000));
+/// assert_eq!(seconds_to_us(1e-9), None);
+/// ```
+pub fn seconds_to_us(secs: f64) -> Option<i64> {
+    if !secs.is_finite() || secs <= 0.0 || secs > MAX_PERIOD_SECS {
+        return None;
+    }
+    let us = (secs * 1e6).round();
+    // In range by the bound above (9.2e18 < i64::MAX ≈ 9.22e18).
+    if us < 1.0 {
+        return None;
+    }
+    Some(us as i64)
+}
+
+/// `⌈a / b⌉` for `a ≥ 0`, `b > 0`, without overflow.
+#[inline]
+pub const fn ceil_div(a: i64, b: i64) -> i64 {
+    a / b + (a % b != 0) as i64
+}
+
+/// A non-negative duration in µs, rounded up to whole milliseconds.
+#[inline]
+pub const fn ceil_ms(us: i64) -> i64 {
+    ceil_div(us, US_PER_MS)
+}
+
+/// A non-negative duration in µs, rounded up to whole seconds.
+#[inline]
+pub const fn ceil_secs(us: i64) -> i64 {
+    ceil_div(us, US_PER_SEC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_convert_to_microseconds() {
+        let cases = [
+            (1.0, Some(1_000_000)),
+            (0.5, Some(500_000)),
+            (0.1, Some(100_000)),
+            (0.000001, Some(1)),
+            (0.0000005, Some(1)), // rounds to nearest: 0.5 µs → 1 µs
+            (0.0000004, None),    // rounds to 0 µs
+            (1e-9, None),
+            (0.0, None),
+            (-1.0, None),
+            (f64::NAN, None),
+            (f64::INFINITY, None),
+            (f64::NEG_INFINITY, None),
+            (1e300, None),
+            (9.2e12, Some(9_200_000_000_000_000_000)),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(seconds_to_us(secs), want, "{secs}");
+        }
+    }
+
+    #[test]
+    fn durations_round_up() {
+        assert_eq!(ceil_ms(0), 0);
+        assert_eq!(ceil_ms(1), 1);
+        assert_eq!(ceil_ms(1_000), 1);
+        assert_eq!(ceil_ms(1_001), 2);
+        assert_eq!(ceil_secs(2_000_000), 2);
+        assert_eq!(ceil_secs(2_000_001), 3);
+        assert_eq!(ceil_ms(i64::MAX), i64::MAX / 1000 + 1);
+    }
+}
