@@ -1,0 +1,197 @@
+//! Test harness: real `redis-server` processes with the module loaded, each on
+//! a free loopback port in its own temporary directory, killed on drop.
+//!
+//! * `RATELIMIT_MODULE` — path of the module (default: the debug build,
+//!   `target/debug/libredis_ratelimit.so`; `make test` builds it first);
+//! * `REDIS_SERVER` — the server binary (default: `redis-server` on `PATH`).
+#![allow(dead_code)] // each test binary uses its own part of the harness
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The module under test.
+pub fn module_path() -> PathBuf {
+    let path = std::env::var_os("RATELIMIT_MODULE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debug/libredis_ratelimit.so")
+        });
+    assert!(
+        path.exists(),
+        "module not found at {}: run `make test` (or `cargo build` first)",
+        path.display()
+    );
+    path
+}
+
+/// The server binary.
+pub fn server_binary() -> String {
+    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
+}
+
+/// A free loopback port ≤ 55535 (so that a cluster bus at port + 10000 fits).
+pub fn free_port() -> u16 {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = listener.local_addr().expect("local addr").port();
+        if port <= 55_535 {
+            return port;
+        }
+    }
+}
+
+/// A running `redis-server` with the module loaded.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// A server with nothing persisted.
+    pub fn start() -> Server {
+        Server::start_with(&["--save", "", "--appendonly", "no"])
+    }
+
+    /// A server with extra configuration arguments (`--name value` pairs).
+    pub fn start_with(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Server::start_in(dir, extra)
+    }
+
+    /// A server whose working directory (RDB / AOF files) is `dir`.
+    pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        let module = module_path();
+        for _attempt in 0..5 {
+            let port = free_port();
+            let mut child = Command::new(server_binary())
+                .arg("--port")
+                .arg(port.to_string())
+                .args([
+                    "--bind",
+                    "127.0.0.1",
+                    "--daemonize",
+                    "no",
+                    "--loglevel",
+                    "notice",
+                ])
+                .arg("--dir")
+                .arg(dir.path())
+                .arg("--logfile")
+                .arg(dir.path().join("server.log"))
+                .arg("--loadmodule")
+                .arg(&module)
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-server (is it installed? set REDIS_SERVER)");
+            if wait_ready(&mut child, port, Duration::from_secs(10)) {
+                return Server { child, port, dir };
+            }
+            // The port was taken in the meantime, or the server failed.
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+            if !log.contains("Address already in use") {
+                panic!("redis-server did not start:\n{log}");
+            }
+        }
+        panic!("could not start redis-server on a free port");
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).expect("client")
+    }
+
+    /// A new connection to this server.
+    pub fn connect(&self) -> redis::Connection {
+        self.client()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("connect")
+    }
+
+    /// Whether the process is still running (a module panic would abort it).
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// Stops the server (SHUTDOWN with the given mode, e.g. "NOSAVE" or "SAVE").
+    pub fn shutdown(mut self, mode: &str) -> tempfile::TempDir {
+        let mut con = self.connect();
+        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg(mode).query(&mut con);
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_ready(child: &mut Child, port: u16, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("client");
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false; // exited
+        }
+        if let Ok(mut con) = client.get_connection_with_timeout(Duration::from_millis(200)) {
+            if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// The five integers of an `RL.*` / `CL.THROTTLE` reply.
+pub type Reply = [i64; 5];
+
+/// Runs a command and returns its five-integer reply.
+pub fn call(con: &mut redis::Connection, args: &[&str]) -> Reply {
+    let v: Vec<i64> = query(con, args).unwrap_or_else(|e| panic!("{args:?} failed: {e}"));
+    v.try_into()
+        .unwrap_or_else(|v: Vec<i64>| panic!("{args:?}: expected 5 integers, got {v:?}"))
+}
+
+/// Runs a command and returns its error text (`"ERR …"`, `"WRONGTYPE …"`).
+pub fn call_err(con: &mut redis::Connection, args: &[&str]) -> String {
+    match query::<redis::Value>(con, args) {
+        Ok(v) => panic!("{args:?}: expected an error, got {v:?}"),
+        Err(e) => error_text(&e),
+    }
+}
+
+/// The full error text as the server sent it: code, then message.
+pub fn error_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Runs any command.
+pub fn query<T: redis::FromRedisValue>(
+    con: &mut redis::Connection,
+    args: &[&str],
+) -> redis::RedisResult<T> {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query(con)
+}

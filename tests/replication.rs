@@ -1,0 +1,145 @@
+//! Effects, not commands, reach replicas and the AOF: a replica and an AOF
+//! replay end with the same bytes and absolute expiry as the master, and the
+//! AOF holds no RL.* / CL.* command.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{call, query, Server};
+
+/// A mixed workload over several keys: allowed and limited calls, costs,
+/// and all three commands. Long periods keep the keys alive for the test.
+fn workload(con: &mut redis::Connection) -> Vec<String> {
+    let mut keys = Vec::new();
+    for i in 0..30 {
+        let g = format!("gcra:{i}");
+        let t = format!("tb:{i}");
+        let c = format!("cell:{i}");
+        for j in 0..(i % 7 + 1) {
+            let cost = (j % 3 + 1).to_string();
+            call(con, &["RL.GCRA", &g, "4", "3", "600", "TOKENS", &cost]);
+            call(
+                con,
+                &["RL.TOKENBUCKET", &t, "6", "7", "900.5", "TOKENS", &cost],
+            );
+            call(con, &["CL.THROTTLE", &c, "3", "2", "600", &cost]);
+        }
+        keys.extend([g, t, c]);
+    }
+    keys
+}
+
+fn snapshot(con: &mut redis::Connection, keys: &[String]) -> Vec<(String, Vec<u8>, i64)> {
+    keys.iter()
+        .map(|k| {
+            let dump: Vec<u8> = query(con, &["DUMP", k]).unwrap();
+            assert!(!dump.is_empty(), "{k} missing");
+            let expire: i64 = query(con, &["PEXPIRETIME", k]).unwrap();
+            assert!(expire > 0, "{k} has no expiry");
+            (k.clone(), dump, expire)
+        })
+        .collect()
+}
+
+fn wait_for_sync(replica: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info: String = query(replica, &["INFO", "replication"]).unwrap();
+        if info.contains("master_link_status:up") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "replica did not sync:\n{info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every AOF file of a server directory, concatenated.
+fn aof_contents(dir: &std::path::Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    let aof_dir = dir.join("appendonlydir");
+    for entry in std::fs::read_dir(&aof_dir).expect("appendonlydir") {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "aof") {
+            all.extend(std::fs::read(path).unwrap());
+        }
+    }
+    all
+}
+
+#[test]
+fn replica_and_aof_replay_match_the_master_byte_for_byte() {
+    let master = Server::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]);
+    let replica = Server::start();
+    let mut m = master.connect();
+    let mut r = replica.connect();
+    let _: () = query(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .unwrap();
+    wait_for_sync(&mut r);
+
+    let keys = workload(&mut m);
+    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge");
+    let on_master = snapshot(&mut m, &keys);
+    assert_eq!(
+        snapshot(&mut r, &keys),
+        on_master,
+        "replica differs from master"
+    );
+
+    // The AOF holds the effects (SET … PXAT) and never the commands.
+    let aof = String::from_utf8_lossy(&aof_contents(master.dir.path())).to_uppercase();
+    assert!(aof.contains("PXAT"), "no SET … PXAT in the AOF");
+    for forbidden in ["RL.GCRA", "RL.TOKENBUCKET", "CL.THROTTLE"] {
+        assert!(!aof.contains(forbidden), "the AOF holds {forbidden}");
+    }
+
+    // A fresh server replaying that AOF ends with the same bytes and expiry.
+    let dir = master.shutdown("NOSAVE");
+    let replayed = Server::start_in(dir, &["--save", "", "--appendonly", "yes"]);
+    let mut p = replayed.connect();
+    assert_eq!(
+        snapshot(&mut p, &keys),
+        on_master,
+        "AOF replay differs from master"
+    );
+}
+
+#[test]
+fn limited_calls_propagate_nothing() {
+    let master = Server::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]);
+    let mut m = master.connect();
+    assert_eq!(call(&mut m, &["RL.GCRA", "k", "0", "1", "600"])[0], 0);
+    let before = aof_contents(master.dir.path());
+    for cmd in [
+        &["RL.GCRA", "k", "0", "1", "600"][..],
+        &["RL.GCRA", "k", "0", "1", "600", "TOKENS", "5"],
+        &["RL.TOKENBUCKET", "never", "1", "1", "600", "TOKENS", "2"],
+        &["CL.THROTTLE", "k", "0", "1", "600", "0"],
+    ] {
+        let r = call(&mut m, cmd);
+        assert!(r[0] == 1 || cmd.last() == Some(&"0"), "{cmd:?} → {r:?}");
+    }
+    assert_eq!(
+        aof_contents(master.dir.path()),
+        before,
+        "a limited or read-only call reached the AOF"
+    );
+}
