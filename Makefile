@@ -21,7 +21,7 @@ run: build ## Build, then start redis-server with the module from redis.conf (12
 	$(REDIS_SERVER) redis.conf
 
 test: build-debug ## Build and run every test: unit, property and integration (real redis-server)
-	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --all-targets
+	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test
 
 test-unit: ## Only the unit and property tests (no server needed)
 	$(CARGO) test --lib

@@ -10,20 +10,51 @@ mod command;
 pub mod error;
 pub mod time;
 
-#[cfg(not(test))]
-type ModuleAllocator = redis_module::alloc::RedisAlloc;
-#[cfg(not(test))]
-const MODULE_ALLOCATOR: ModuleAllocator = redis_module::alloc::RedisAlloc;
-// Unit tests run without a server, so without the Redis allocator.
-#[cfg(test)]
-type ModuleAllocator = std::alloc::System;
-#[cfg(test)]
-const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
+/// The module's global allocator: the server's (`RedisModule_Alloc`, so that
+/// `INFO memory` and `maxmemory` account for the module) once the server has
+/// handed the module its API, the system allocator otherwise — in unit tests,
+/// doctests and any program that links the rlib without a server.
+///
+/// The switch happens once, in `RedisModule_Init`, before the module
+/// allocates anything (the load entry point copies its name into a stack
+/// buffer for that reason), so no block is ever freed by the other allocator.
+pub struct ModuleAllocator;
+
+impl ModuleAllocator {
+    #[inline]
+    fn server_present() -> bool {
+        // SAFETY: a plain read of a pointer that is written once, at load.
+        let alloc = unsafe { redis_module::raw::RedisModule_Alloc };
+        alloc.is_some()
+    }
+}
+
+// SAFETY: both branches are valid global allocators, and a block is always
+// freed by the allocator that made it (see the type's documentation).
+unsafe impl std::alloc::GlobalAlloc for ModuleAllocator {
+    #[inline]
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        if Self::server_present() {
+            unsafe { redis_module::alloc::RedisAlloc.alloc(layout) }
+        } else {
+            unsafe { std::alloc::System.alloc(layout) }
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        if Self::server_present() {
+            unsafe { redis_module::alloc::RedisAlloc.dealloc(ptr, layout) }
+        } else {
+            unsafe { std::alloc::System.dealloc(ptr, layout) }
+        }
+    }
+}
 
 redis_module::redis_module! {
     name: "ratelimit",
     version: 1,
-    allocator: (crate::ModuleAllocator, crate::MODULE_ALLOCATOR),
+    allocator: (crate::ModuleAllocator, crate::ModuleAllocator),
     data_types: [],
     init: init_module,
 }
