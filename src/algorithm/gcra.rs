@@ -141,7 +141,7 @@ impl Algorithm for Gcra {
     fn decide(&self, tat_us: Option<i64>, now_us: i64, cost: i64) -> Result<Outcome<i64>> {
         let tat_us = tat_us.map_or(now_us, |t| t.max(now_us));
         // The schedule's lead over now; > τ only after the clock stepped back.
-        let ttl_us = tat_us - now_us;
+        let ttl_us = tat_us.checked_sub(now_us).ok_or(Error::Overflow)?;
         let refuse = |retry_after_us| Outcome {
             decision: Decision {
                 limited: true,
@@ -158,11 +158,11 @@ impl Algorithm for Gcra {
         // cost ≤ limit, so the increment ≤ τ, which fits.
         let increment_us = self.emission_interval_us * cost.max(0);
         let new_tat_us = tat_us.checked_add(increment_us).ok_or(Error::Overflow)?;
-        let allow_at_us = new_tat_us - self.delay_variation_tolerance_us;
-        if allow_at_us > now_us {
-            return Ok(refuse(Some(allow_at_us - now_us)));
+        // Allowed when new_tat − τ ≤ now, i.e. new_tat − now ≤ τ.
+        let new_ttl_us = new_tat_us.checked_sub(now_us).ok_or(Error::Overflow)?;
+        if new_ttl_us > self.delay_variation_tolerance_us {
+            return Ok(refuse(Some(new_ttl_us - self.delay_variation_tolerance_us)));
         }
-        let new_ttl_us = new_tat_us - now_us;
         Ok(Outcome {
             decision: Decision {
                 limited: false,

@@ -10,7 +10,9 @@
 //! are `i64` microseconds (names end in `_us`). Arithmetic is checked: a
 //! combination that would overflow is an [`Error::Overflow`], never a wrap.
 
+pub mod fixed_window;
 pub mod gcra;
+pub mod sliding_window;
 pub mod token_bucket;
 
 use crate::error::{Error, Result};
@@ -108,6 +110,12 @@ pub(crate) fn write_decimal(value: i64, buf: &mut [u8; STATE_BUF_LEN], at: usize
 #[inline]
 pub(crate) fn to_i64(v: i128) -> Result<i64> {
     i64::try_from(v).map_err(|_| Error::Overflow)
+}
+
+/// `a − b`, or [`Error::Overflow`].
+#[inline]
+pub(crate) fn sub(a: i64, b: i64) -> Result<i64> {
+    a.checked_sub(b).ok_or(Error::Overflow)
 }
 
 /// `⌈a / b⌉` for `a ≥ 0`, `b > 0`.

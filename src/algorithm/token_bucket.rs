@@ -154,7 +154,16 @@ impl Algorithm for TokenBucket {
         let r = i128::from(self.refill_tokens);
         let p = i128::from(self.refill_period_us);
         let now = i128::from(now_us) * r;
-        let debt = state.map_or(0, |f| (self.scaled(f) - now).max(0));
+        // Magnitudes stay below 2^127 except for absurd clocks or states,
+        // which the checked operations turn into Overflow.
+        let debt = match state {
+            Some(f) => self
+                .scaled(f)
+                .checked_sub(now)
+                .ok_or(Error::Overflow)?
+                .max(0),
+            None => 0,
+        };
         let capacity_units = i128::from(self.capacity) * p;
         if cost > self.capacity {
             return Ok(Outcome {
@@ -163,7 +172,8 @@ impl Algorithm for TokenBucket {
             });
         }
         let need = i128::from(cost.max(0)) * p;
-        let excess = debt + need - capacity_units;
+        let new_debt = debt.checked_add(need).ok_or(Error::Overflow)?;
+        let excess = new_debt - capacity_units;
         if excess > 0 {
             let retry_after_us = to_i64(ceil_div_i128(excess, r))?;
             return Ok(Outcome {
@@ -171,8 +181,7 @@ impl Algorithm for TokenBucket {
                 update: None,
             });
         }
-        let new_debt = debt + need;
-        let full_at = now + new_debt;
+        let full_at = now.checked_add(new_debt).ok_or(Error::Overflow)?;
         let new_state = FullAt {
             full_at_us: to_i64(full_at.div_euclid(r))?,
             remainder: to_i64(full_at.rem_euclid(r))?,

@@ -1,0 +1,243 @@
+//! The fixed window counter.
+//!
+//! Source: the classic fixed-window counter of API rate limiting (e.g. Alex
+//! Xu, *System Design Interview*, ch. 4; the "time bucketed" counter of the
+//! Redis INCR + EXPIRE pattern). Time is cut into windows aligned to the Unix
+//! epoch — window index `⌊now / window⌋` — and at most `limit` tokens are
+//! admitted per window. Simple and cheap, but up to `2 × limit` may pass
+//! around a window edge (the *edge burst*).
+//!
+//! **Stored value:** `<window_index>:<count>`, decimal. The index makes the
+//! counter exact even when the window end is not a whole millisecond (key
+//! expiry has millisecond resolution, and a key is still readable during the
+//! millisecond it expires in): a count from another window is never reused.
+//! The key expires at the window's end.
+//!
+//! If the clock steps back into an earlier window, the stored (later) window
+//! keeps counting: the limiter never admits more than `limit` per window.
+
+use super::{
+    parse_decimal, sub, write_decimal, Algorithm, Decision, Outcome, Update, STATE_BUF_LEN,
+};
+use crate::error::{Error, Result};
+
+/// The count of one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowCount {
+    /// `⌊start / window⌋` of the window counted.
+    pub window_index: i64,
+    /// Tokens admitted in that window.
+    pub count: i64,
+}
+
+/// Fixed window parameters, validated. Build with [`FixedWindow::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedWindow {
+    limit: i64,
+    window_us: i64,
+}
+
+impl FixedWindow {
+    /// Validates `RL.FIXEDWINDOW key limit window`: `limit` ≥ 1 tokens per
+    /// window of `window_us` ≥ 1 µs.
+    ///
+    /// ```
+    /// use redis_ratelimit::algorithm::{fixed_window::FixedWindow, Algorithm};
+    /// let fw = FixedWindow::new(2, 1_000_000).unwrap();
+    /// // 0.8 s into a window: allowed, the window ends in 200 ms.
+    /// let d = fw.decide(None, 5_800_000, 1).unwrap().decision;
+    /// assert_eq!((d.limited, d.remaining, d.reset_after_us), (false, 1, 200_000));
+    /// ```
+    pub fn new(limit: i64, window_us: i64) -> Result<Self> {
+        if limit < 1 {
+            return Err(Error::OutOfRange {
+                arg: "limit",
+                bound: ">= 1",
+            });
+        }
+        if window_us < 1 {
+            return Err(Error::BadPeriod { arg: "window" });
+        }
+        Ok(Self { limit, window_us })
+    }
+}
+
+impl Algorithm for FixedWindow {
+    type State = WindowCount;
+
+    fn decode(bytes: &[u8]) -> Option<WindowCount> {
+        let colon = bytes.iter().position(|&b| b == b':')?;
+        Some(WindowCount {
+            window_index: parse_decimal(&bytes[..colon])?,
+            count: parse_decimal(&bytes[colon + 1..])?,
+        })
+    }
+
+    fn encode(s: &WindowCount, buf: &mut [u8; STATE_BUF_LEN]) -> usize {
+        let end = write_decimal(s.window_index, buf, 0);
+        buf[end] = b':';
+        write_decimal(s.count, buf, end + 1)
+    }
+
+    fn decide(
+        &self,
+        state: Option<WindowCount>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<Outcome<WindowCount>> {
+        let current = now_us.div_euclid(self.window_us);
+        // A stored window later than now's (the clock stepped back) keeps counting.
+        let (window_index, count) = match state {
+            Some(s) if s.window_index >= current => (s.window_index, s.count),
+            _ => (current, 0),
+        };
+        let window_end_us = window_index
+            .checked_add(1)
+            .and_then(|i| i.checked_mul(self.window_us))
+            .ok_or(Error::Overflow)?;
+        let to_end_us = sub(window_end_us, now_us)?;
+        let decision = |limited, count: i64, retry_after_us| Decision {
+            limited,
+            limit: self.limit,
+            remaining: (self.limit - count).max(0),
+            retry_after_us,
+            reset_after_us: if count > 0 { to_end_us } else { 0 },
+        };
+        if cost > self.limit {
+            return Ok(Outcome {
+                decision: decision(true, count, None),
+                update: None,
+            });
+        }
+        let new_count = count.saturating_add(cost);
+        if new_count > self.limit {
+            // The cost fits in a fresh window: retry when the next one starts.
+            return Ok(Outcome {
+                decision: decision(true, count, Some(to_end_us)),
+                update: None,
+            });
+        }
+        Ok(Outcome {
+            decision: decision(false, new_count, None),
+            update: (cost > 0).then_some(Update {
+                state: WindowCount {
+                    window_index,
+                    count: new_count,
+                },
+                expire_at_us: window_end_us,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+    const MS: i64 = 1_000;
+    const T0: i64 = 1_763_700_000 * S; // a window boundary for 1 s windows
+
+    /// `(at_us relative to T0, cost, limited, remaining, retry_after_us, reset_after_us)`
+    type Case = (i64, i64, bool, i64, Option<i64>, i64);
+
+    fn run(fw: &FixedWindow, cases: &[Case]) {
+        let mut state = None;
+        for (i, &(at, cost, limited, remaining, retry, reset)) in cases.iter().enumerate() {
+            let out = fw.decide(state, T0 + at, cost).unwrap();
+            let d = out.decision;
+            assert_eq!(
+                (d.limited, d.remaining, d.retry_after_us, d.reset_after_us),
+                (limited, remaining, retry, reset),
+                "case {i}"
+            );
+            assert_eq!(out.update.is_none(), limited, "case {i}");
+            if let Some(u) = out.update {
+                assert_eq!(
+                    u.expire_at_us - (T0 + at),
+                    reset,
+                    "case {i}: expires at the window's end"
+                );
+                state = Some(u.state);
+            }
+        }
+    }
+
+    #[test]
+    fn admits_the_edge_burst_of_two_windows() {
+        // 2 per 1 s: two at 0.8 s and two at 1.1 s are all admitted.
+        run(
+            &FixedWindow::new(2, S).unwrap(),
+            &[
+                (800 * MS, 1, false, 1, None, 200 * MS),
+                (800 * MS, 1, false, 0, None, 200 * MS),
+                (900 * MS, 1, true, 0, Some(100 * MS), 100 * MS),
+                (1_100 * MS, 1, false, 1, None, 900 * MS),
+                (1_100 * MS, 1, false, 0, None, 900 * MS),
+                (1_999 * MS, 1, true, 0, Some(MS), MS),
+            ],
+        );
+    }
+
+    #[test]
+    fn costs_count_and_a_cost_above_the_limit_is_never_allowed() {
+        run(
+            &FixedWindow::new(5, S).unwrap(),
+            &[
+                (0, 6, true, 5, None, 0),
+                (0, 3, false, 2, None, S),
+                (10 * MS, 3, true, 2, Some(990 * MS), 990 * MS),
+                (10 * MS, 6, true, 2, None, 990 * MS),
+                (10 * MS, 2, false, 0, None, 990 * MS),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_count_from_another_window_is_never_reused() {
+        let fw = FixedWindow::new(1, 1_500).unwrap(); // 1.5 ms windows
+        let s = fw.decide(None, 0, 1).unwrap().update.unwrap();
+        assert_eq!(s.expire_at_us, 1_500);
+        // At 1.5 ms the key may still be readable (ms expiry): a new window.
+        assert!(!fw.decide(Some(s.state), 1_500, 1).unwrap().decision.limited);
+        assert!(fw.decide(Some(s.state), 1_499, 1).unwrap().decision.limited);
+    }
+
+    #[test]
+    fn clock_stepping_back_keeps_counting_the_later_window() {
+        let fw = FixedWindow::new(2, S).unwrap();
+        let s = fw
+            .decide(None, T0 + 5 * S, 2)
+            .unwrap()
+            .update
+            .unwrap()
+            .state;
+        let d = fw.decide(Some(s), T0, 1).unwrap().decision;
+        assert!(d.limited);
+        assert_eq!((d.retry_after_us, d.reset_after_us), (Some(6 * S), 6 * S));
+    }
+
+    #[test]
+    fn state_codec_round_trips_and_rejects_foreign_values() {
+        let mut buf = [0u8; STATE_BUF_LEN];
+        let s = WindowCount {
+            window_index: 1_763_700_000,
+            count: 42,
+        };
+        let n = FixedWindow::encode(&s, &mut buf);
+        assert_eq!(&buf[..n], b"1763700000:42");
+        assert_eq!(FixedWindow::decode(&buf[..n]), Some(s));
+        for bad in [
+            &b"42"[..],
+            b"",
+            b":",
+            b"1:",
+            b":1",
+            b"1:2:3",
+            b"a:1",
+            b"-1:1",
+        ] {
+            assert_eq!(FixedWindow::decode(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The sliding window counter (weighted estimate of the sliding window).
+//!
+//! Source: Cloudflare, "How we built rate limiting capable of scaling to
+//! millions of domains" (2017); also Alex Xu, *System Design Interview*, ch. 4.
+//! Two fixed windows are counted (aligned to the Unix epoch, index
+//! `⌊now / window⌋`), and the number of tokens in the sliding window that ends
+//! now is estimated as
+//!
+//! ```text
+//! estimate = previous × (window − elapsed) / window + current
+//! ```
+//!
+//! where `elapsed` is the time since the current window started: the previous
+//! window's count weighted by the fraction of it still inside the sliding
+//! window. A request of `n` tokens is allowed when `estimate + n ≤ limit`.
+//! All arithmetic is exact (scaled by `window`, `i128`), never floating point.
+//!
+//! Without further requests the estimate never increases with time, so the
+//! earliest instant at which a cost fits is found from the formula: either
+//! later in the current window (as the previous window's weight drops), or in
+//! the next one (when the current count becomes the previous).
+//!
+//! **Stored value:** `<window_index>:<previous>:<current>`, decimal. The key
+//! expires at the end of the next window, when both counts have left the
+//! sliding window. If the clock steps back into an earlier window, the stored
+//! window is taken as current from its start (the most conservative reading).
+
+use super::{
+    parse_decimal, sub, to_i64, write_decimal, Algorithm, Decision, Outcome, Update, STATE_BUF_LEN,
+};
+use crate::error::{Error, Result};
+
+/// The counts of the current window and the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowCounts {
+    /// `⌊start / window⌋` of the window `current` counts.
+    pub window_index: i64,
+    /// Tokens admitted in the window before it.
+    pub previous: i64,
+    /// Tokens admitted in that window.
+    pub current: i64,
+}
+
+/// Sliding window counter parameters, validated. Build with [`SlidingWindow::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingWindow {
+    limit: i64,
+    window_us: i64,
+}
+
+impl SlidingWindow {
+    /// Validates `RL.SLIDINGWINDOW key limit window`: `limit` ≥ 1 tokens in any
+    /// sliding window of `window_us` ≥ 1 µs (estimated).
+    pub fn new(limit: i64, window_us: i64) -> Result<Self> {
+        if limit < 1 {
+            return Err(Error::OutOfRange {
+                arg: "limit",
+                bound: ">= 1",
+            });
+        }
+        if window_us < 1 {
+            return Err(Error::BadPeriod { arg: "window" });
+        }
+        Ok(Self { limit, window_us })
+    }
+
+    /// `⌊(limit × W − weighted) / W⌋`, at least 0.
+    fn remaining(&self, weighted: i128) -> Result<i64> {
+        let w = i128::from(self.window_us);
+        to_i64(((i128::from(self.limit) * w - weighted) / w).max(0))
+    }
+}
+
+impl Algorithm for SlidingWindow {
+    type State = WindowCounts;
+
+    fn decode(bytes: &[u8]) -> Option<WindowCounts> {
+        let mut parts = bytes.splitn(3, |&b| b == b':');
+        let window_index = parse_decimal(parts.next()?)?;
+        let previous = parse_decimal(parts.next()?)?;
+        let current = parse_decimal(parts.next()?)?;
+        Some(WindowCounts {
+            window_index,
+            previous,
+            current,
+        })
+    }
+
+    fn encode(s: &WindowCounts, buf: &mut [u8; STATE_BUF_LEN]) -> usize {
+        let mut end = write_decimal(s.window_index, buf, 0);
+        buf[end] = b':';
+        end = write_decimal(s.previous, buf, end + 1);
+        buf[end] = b':';
+        write_decimal(s.current, buf, end + 1)
+    }
+
+    fn decide(
+        &self,
+        state: Option<WindowCounts>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<Outcome<WindowCounts>> {
+        let w = self.window_us;
+        let w128 = i128::from(w);
+        // The instant the limiter is read at: now, or the start of a stored
+        // window that lies ahead of now (the clock stepped back).
+        let t = match state {
+            Some(s) => s
+                .window_index
+                .checked_mul(w)
+                .ok_or(Error::Overflow)?
+                .max(now_us),
+            None => now_us,
+        };
+        let index = t.div_euclid(w);
+        let elapsed = t - index * w; // 0 ≤ elapsed < W
+        let (previous, current) = match state {
+            Some(s) if s.window_index == index => (s.previous, s.current),
+            Some(s) if s.window_index == index - 1 => (s.current, 0),
+            _ => (0, 0),
+        };
+        let ahead = sub(t, now_us)?; // ≥ 0
+        let window_start = |k: i64| {
+            index
+                .checked_add(k)
+                .and_then(|i| i.checked_mul(w))
+                .ok_or(Error::Overflow)
+        };
+        let reset_after = |current: i64| -> Result<i64> {
+            Ok(if current > 0 {
+                sub(window_start(2)?, now_us)?
+            } else if previous > 0 {
+                sub(window_start(1)?, now_us)?
+            } else {
+                0
+            })
+        };
+        // The estimate, scaled by W.
+        let weighted = i128::from(previous) * i128::from(w - elapsed) + i128::from(current) * w128;
+        let limit = i128::from(self.limit);
+        let refuse = |retry_after_us| -> Result<Outcome<WindowCounts>> {
+            Ok(Outcome {
+                decision: Decision {
+                    limited: true,
+                    limit: self.limit,
+                    remaining: self.remaining(weighted)?,
+                    retry_after_us,
+                    reset_after_us: reset_after(current)?,
+                },
+                update: None,
+            })
+        };
+        if cost > self.limit {
+            return refuse(None);
+        }
+        let need = i128::from(cost.max(0)) * w128;
+        if weighted + need <= limit * w128 {
+            let new_current = current.checked_add(cost.max(0)).ok_or(Error::Overflow)?;
+            let new_weighted = weighted + need;
+            return Ok(Outcome {
+                decision: Decision {
+                    limited: false,
+                    limit: self.limit,
+                    remaining: self.remaining(new_weighted)?,
+                    retry_after_us: None,
+                    reset_after_us: reset_after(new_current)?,
+                },
+                update: (cost > 0).then_some(Update {
+                    state: WindowCounts {
+                        window_index: index,
+                        previous,
+                        current: new_current,
+                    },
+                    expire_at_us: window_start(2)?,
+                }),
+            });
+        }
+        // Later in this window, as the previous window's weight drops:
+        // previous × (W − elapsed − d) ≤ (limit − current − cost) × W.
+        let headroom = limit - i128::from(current) - i128::from(cost);
+        if headroom >= 0 && previous > 0 {
+            let d = (i128::from(w - elapsed) - headroom * w128 / i128::from(previous)).max(0);
+            if d < i128::from(w - elapsed) {
+                return refuse(Some(ahead.checked_add(to_i64(d)?).ok_or(Error::Overflow)?));
+            }
+        }
+        // In the next window, where `current` becomes the previous count:
+        // current × (W − e) ≤ (limit − cost) × W.
+        let next_headroom = limit - i128::from(cost);
+        let e = if current > 0 {
+            (w128 - next_headroom * w128 / i128::from(current)).max(0)
+        } else {
+            0
+        };
+        refuse(Some(
+            sub(window_start(1)?, now_us)?
+                .checked_add(to_i64(e)?)
+                .ok_or(Error::Overflow)?,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+    const MS: i64 = 1_000;
+    const T0: i64 = 1_763_700_000 * S; // a window boundary for 1 s windows
+
+    /// `(at_us relative to T0, cost, limited, remaining, retry_after_us, reset_after_us)`
+    type Case = (i64, i64, bool, i64, Option<i64>, i64);
+
+    fn run(sw: &SlidingWindow, cases: &[Case]) {
+        let mut state = None;
+        for (i, &(at, cost, limited, remaining, retry, reset)) in cases.iter().enumerate() {
+            let out = sw.decide(state, T0 + at, cost).unwrap();
+            let d = out.decision;
+            assert_eq!(
+                (d.limited, d.remaining, d.retry_after_us, d.reset_after_us),
+                (limited, remaining, retry, reset),
+                "case {i}"
+            );
+            assert_eq!(out.update.is_none(), limited, "case {i}");
+            if let Some(u) = out.update {
+                assert_eq!(
+                    u.expire_at_us - (T0 + at),
+                    reset,
+                    "case {i}: expires when both counts have left"
+                );
+                state = Some(u.state);
+            }
+        }
+    }
+
+    #[test]
+    fn denies_the_edge_burst() {
+        // 2 per 1 s: two at 0.8 s are admitted; at 1.1 s the previous window
+        // still weighs 2 × 0.9 = 1.8, so neither of the next two fits…
+        run(
+            &SlidingWindow::new(2, S).unwrap(),
+            &[
+                (800 * MS, 1, false, 1, None, S + 200 * MS),
+                (800 * MS, 1, false, 0, None, S + 200 * MS),
+                // …until the weight drops to 0.5 at 1.5 s: retry 400 ms.
+                (1_100 * MS, 1, true, 0, Some(400 * MS), 900 * MS),
+                (1_100 * MS, 1, true, 0, Some(400 * MS), 900 * MS),
+                (1_500 * MS, 1, false, 0, None, 1_500 * MS),
+            ],
+        );
+    }
+
+    #[test]
+    fn the_retry_may_fall_in_the_next_window() {
+        // 10 per 1 s; 10 taken at 0.5 s. At 0.6 s a cost of 3 fits only when
+        // the 10 weigh ≤ 7: 30 % into the next window (1.3 s).
+        run(
+            &SlidingWindow::new(10, S).unwrap(),
+            &[
+                (500 * MS, 10, false, 0, None, 1_500 * MS),
+                (600 * MS, 3, true, 0, Some(700 * MS), 1_400 * MS),
+                (1_299 * MS, 3, true, 2, Some(MS), 701 * MS), // estimate 7.01
+                (1_300 * MS, 3, false, 0, None, 1_700 * MS),
+            ],
+        );
+        // A cost of the whole limit waits until both windows are empty.
+        run(
+            &SlidingWindow::new(10, S).unwrap(),
+            &[
+                (0, 1, false, 9, None, 2 * S),
+                (0, 10, true, 9, Some(2 * S), 2 * S),
+            ],
+        );
+    }
+
+    #[test]
+    fn remaining_is_the_floor_of_limit_minus_estimate() {
+        // 5 per 1 s, 3 in the previous window, at 0.5 s: estimate 1.5 → 3.
+        let sw = SlidingWindow::new(5, S).unwrap();
+        let prev = WindowCounts {
+            window_index: T0 / S - 1,
+            previous: 0,
+            current: 3,
+        };
+        let d = sw.decide(Some(prev), T0 + 500 * MS, 1).unwrap().decision;
+        assert_eq!((d.limited, d.remaining), (false, 2)); // 5 − 2.5
+        let d = sw.decide(Some(prev), T0 + 500 * MS, 4).unwrap().decision;
+        assert_eq!(
+            (d.limited, d.remaining, d.retry_after_us),
+            (true, 3, Some(S / 6 + 1))
+        );
+    }
+
+    #[test]
+    fn costs_above_the_limit_can_never_be_allowed() {
+        run(
+            &SlidingWindow::new(3, S).unwrap(),
+            &[(0, 4, true, 3, None, 0)],
+        );
+    }
+
+    #[test]
+    fn clock_stepping_back_reads_the_stored_window_from_its_start() {
+        let sw = SlidingWindow::new(2, S).unwrap();
+        let s = sw
+            .decide(None, T0 + 5 * S, 2)
+            .unwrap()
+            .update
+            .unwrap()
+            .state;
+        let d = sw.decide(Some(s), T0, 1).unwrap().decision;
+        assert!(d.limited);
+        assert!(
+            d.retry_after_us.unwrap() > 5 * S && d.reset_after_us == 7 * S,
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn state_codec_round_trips_and_rejects_foreign_values() {
+        let mut buf = [0u8; STATE_BUF_LEN];
+        let s = WindowCounts {
+            window_index: 1_763_700_000,
+            previous: 7,
+            current: 42,
+        };
+        let n = SlidingWindow::encode(&s, &mut buf);
+        assert_eq!(&buf[..n], b"1763700000:7:42");
+        assert_eq!(SlidingWindow::decode(&buf[..n]), Some(s));
+        for bad in [&b"42"[..], b"1:2", b"1:2:3:4", b"::", b"a:1:2", b"1:-2:3"] {
+            assert_eq!(SlidingWindow::decode(bad), None, "{bad:?}");
+        }
+    }
+}
