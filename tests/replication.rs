@@ -13,9 +13,8 @@ use common::{call, query, Server};
 fn workload(con: &mut redis::Connection) -> Vec<String> {
     let mut keys = Vec::new();
     for i in 0..30 {
-        let g = format!("gcra:{i}");
-        let t = format!("tb:{i}");
-        let c = format!("cell:{i}");
+        let [g, t, c, f, s, l, q] =
+            ["gcra", "tb", "cell", "fixed", "sliding", "log", "queue"].map(|p| format!("{p}:{i}"));
         for j in 0..(i % 7 + 1) {
             let cost = (j % 3 + 1).to_string();
             call(con, &["RL.GCRA", &g, "4", "3", "600", "TOKENS", &cost]);
@@ -24,8 +23,15 @@ fn workload(con: &mut redis::Connection) -> Vec<String> {
                 &["RL.TOKENBUCKET", &t, "6", "7", "900.5", "TOKENS", &cost],
             );
             call(con, &["CL.THROTTLE", &c, "3", "2", "600", &cost]);
+            call(con, &["RL.FIXEDWINDOW", &f, "5", "3600", "TOKENS", &cost]);
+            call(con, &["RL.SLIDINGWINDOW", &s, "5", "600", "TOKENS", &cost]);
+            call(con, &["RL.SLIDINGLOG", &l, "5", "600", "TOKENS", &cost]);
+            call(
+                con,
+                &["RL.LEAKYBUCKET", &q, "5", "3", "600", "TOKENS", &cost],
+            );
         }
-        keys.extend([g, t, c]);
+        keys.extend([g, t, c, f, s, l, q]);
     }
     keys
 }
@@ -100,7 +106,8 @@ fn replica_and_aof_replay_match_the_master_byte_for_byte() {
     // The AOF holds the effects (SET … PXAT) and never the commands.
     let aof = String::from_utf8_lossy(&aof_contents(master.dir.path())).to_uppercase();
     assert!(aof.contains("PXAT"), "no SET … PXAT in the AOF");
-    for forbidden in ["RL.GCRA", "RL.TOKENBUCKET", "CL.THROTTLE"] {
+    assert!(aof.contains("ZADD"), "no sliding-log entries in the AOF");
+    for forbidden in ["RL.", "CL.THROTTLE"] {
         assert!(!aof.contains(forbidden), "the AOF holds {forbidden}");
     }
 
@@ -142,4 +149,50 @@ fn limited_calls_propagate_nothing() {
         before,
         "a limited or read-only call reached the AOF"
     );
+}
+
+#[test]
+fn sliding_log_removals_reach_the_replica_and_the_aof_as_effects() {
+    let master = Server::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]);
+    let replica = Server::start();
+    let mut m = master.connect();
+    let mut r = replica.connect();
+    let _: () = query(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .unwrap();
+    wait_for_sync(&mut r);
+    // Two entries that leave a 0.5 s window while a third stays, then a
+    // request that removes the two.
+    let log = |m: &mut redis::Connection, tokens: &str| {
+        call(m, &["RL.SLIDINGLOG", "log", "3", "0.5", "TOKENS", tokens])
+    };
+    assert_eq!(log(&mut m, "2")[0], 0);
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(log(&mut m, "1")[0], 0);
+    std::thread::sleep(Duration::from_millis(260));
+    assert_eq!(log(&mut m, "1")[..3], [0, 3, 1]);
+    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(acked, 1);
+    let keys = ["log".to_string()];
+    assert_eq!(
+        snapshot(&mut r, &keys),
+        snapshot(&mut m, &keys),
+        "replica differs"
+    );
+    assert_eq!(query::<i64>(&mut r, &["ZCARD", "log"]).unwrap(), 2);
+    let aof = String::from_utf8_lossy(&aof_contents(master.dir.path())).to_uppercase();
+    assert!(
+        aof.contains("ZREMRANGEBYSCORE"),
+        "no removal effect in the AOF"
+    );
+    assert!(!aof.contains("RL.SLIDINGLOG"), "the AOF holds the command");
 }

@@ -65,6 +65,23 @@ impl TokenBucket {
     /// assert_eq!((first.limited, first.remaining, first.reset_after_us), (false, 4, 100_000));
     /// ```
     pub fn new(capacity: i64, refill_tokens: i64, refill_period_us: i64) -> Result<Self> {
+        Self::with_names(
+            capacity,
+            refill_tokens,
+            refill_period_us,
+            ["refill_tokens", "refill_period"],
+        )
+    }
+
+    /// [`TokenBucket::new`] with the names of the rate's two arguments used
+    /// in error messages (the leaky bucket calls them `leak_tokens` and
+    /// `leak_period`).
+    pub fn with_names(
+        capacity: i64,
+        refill_tokens: i64,
+        refill_period_us: i64,
+        names: [&'static str; 2],
+    ) -> Result<Self> {
         if capacity < 1 {
             return Err(Error::OutOfRange {
                 arg: "capacity",
@@ -73,19 +90,15 @@ impl TokenBucket {
         }
         if refill_tokens < 1 {
             return Err(Error::OutOfRange {
-                arg: "refill_tokens",
+                arg: names[0],
                 bound: ">= 1",
             });
         }
         if refill_period_us < 1 {
-            return Err(Error::BadPeriod {
-                arg: "refill_period",
-            });
+            return Err(Error::BadPeriod { arg: names[1] });
         }
         if refill_tokens > refill_period_us {
-            return Err(Error::RateTooHigh {
-                arg: "refill_tokens",
-            });
+            return Err(Error::RateTooHigh { arg: names[0] });
         }
         // Time to refill from empty, in µs, must fit.
         let full_refill = i128::from(capacity) * i128::from(refill_period_us);
@@ -95,6 +108,21 @@ impl TokenBucket {
             refill_tokens,
             refill_period_us,
         })
+    }
+
+    /// µs from `now_us` until `state`'s deficit is made up (rounded up to
+    /// the µs): for the leaky bucket, until the queue ahead has drained.
+    pub fn wait_us(&self, state: Option<FullAt>, now_us: i64) -> Result<i64> {
+        let now = i128::from(now_us) * i128::from(self.refill_tokens);
+        let debt = match state {
+            Some(f) => self
+                .scaled(f)
+                .checked_sub(now)
+                .ok_or(Error::Overflow)?
+                .max(0),
+            None => 0,
+        };
+        to_i64(ceil_div_i128(debt, i128::from(self.refill_tokens)))
     }
 
     /// The bucket's size: the most tokens that can be taken at once.

@@ -15,6 +15,7 @@ pub const SPEC: Spec = Spec {
     min_argc: 5,
     max_argc: None,
     unit: ReplyUnit::Millis,
+    flags: super::O1_FLAGS,
     handler,
 };
 

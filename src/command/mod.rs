@@ -7,7 +7,11 @@
 //! error is replied before anything is written.
 
 pub mod args;
+pub mod fixed_window;
 pub mod gcra;
+pub mod leaky_bucket;
+pub mod sliding_log;
+pub mod sliding_window;
 pub mod store;
 pub mod throttle;
 pub mod token_bucket;
@@ -81,6 +85,8 @@ pub struct Spec {
     pub max_argc: Option<usize>,
     /// Unit of the reply's durations.
     pub unit: ReplyUnit,
+    /// Command flags: [`O1_FLAGS`] for O(1) commands.
+    pub flags: &'static CStr,
     /// Parses the arguments, decides and writes; returns the decision.
     pub handler: fn(*mut RedisModuleCtx, &Args) -> Result<Decision>,
 }
@@ -169,19 +175,28 @@ macro_rules! entry_point {
 entry_point!(rl_gcra, gcra::SPEC);
 entry_point!(rl_tokenbucket, token_bucket::SPEC);
 entry_point!(cl_throttle, throttle::SPEC);
+entry_point!(rl_fixedwindow, fixed_window::SPEC);
+entry_point!(rl_slidingwindow, sliding_window::SPEC);
+entry_point!(rl_slidinglog, sliding_log::SPEC);
+entry_point!(rl_leakybucket, leaky_bucket::SPEC);
 
 type EntryPoint = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
 
-/// Every command: its spec, its entry point, and its flags.
-const COMMANDS: [(&Spec, EntryPoint); 3] = [
+/// Every command: its spec and its entry point.
+const COMMANDS: [(&Spec, EntryPoint); 7] = [
     (&gcra::SPEC, rl_gcra),
     (&token_bucket::SPEC, rl_tokenbucket),
     (&throttle::SPEC, cl_throttle),
+    (&fixed_window::SPEC, rl_fixedwindow),
+    (&sliding_window::SPEC, rl_slidingwindow),
+    (&sliding_log::SPEC, rl_slidinglog),
+    (&leaky_bucket::SPEC, rl_leakybucket),
 ];
 
-/// Flags of every command: it writes, must not grow memory past `maxmemory`,
-/// and runs in O(1).
-const FLAGS: &CStr = c"write deny-oom fast";
+/// Flags of the O(1) commands: they write, must not grow memory past
+/// `maxmemory`, and are fast. Commands whose cost grows with the key's size
+/// leave out `fast`.
+pub const O1_FLAGS: &CStr = c"write deny-oom fast";
 
 /// Registers every command with the key at position 1 (first key 1, last key 1,
 /// step 1), so that Redis Cluster routes by it and ACL key patterns apply.
@@ -256,6 +271,50 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
                 let f = raw::RedisModule_WrongArity;
                 f.is_some()
             }),
+            ("ValueLength", {
+                let f = raw::RedisModule_ValueLength;
+                f.is_some()
+            }),
+            ("ZsetAdd", {
+                let f = raw::RedisModule_ZsetAdd;
+                f.is_some()
+            }),
+            ("ZsetRem", {
+                let f = raw::RedisModule_ZsetRem;
+                f.is_some()
+            }),
+            ("ZsetFirstInScoreRange", {
+                let f = raw::RedisModule_ZsetFirstInScoreRange;
+                f.is_some()
+            }),
+            ("ZsetLastInScoreRange", {
+                let f = raw::RedisModule_ZsetLastInScoreRange;
+                f.is_some()
+            }),
+            ("ZsetRangeCurrentElement", {
+                let f = raw::RedisModule_ZsetRangeCurrentElement;
+                f.is_some()
+            }),
+            ("ZsetRangeNext", {
+                let f = raw::RedisModule_ZsetRangeNext;
+                f.is_some()
+            }),
+            ("ZsetRangeEndReached", {
+                let f = raw::RedisModule_ZsetRangeEndReached;
+                f.is_some()
+            }),
+            ("ZsetRangeStop", {
+                let f = raw::RedisModule_ZsetRangeStop;
+                f.is_some()
+            }),
+            ("CreateStringFromLongLong", {
+                let f = raw::RedisModule_CreateStringFromLongLong;
+                f.is_some()
+            }),
+            ("FreeString", {
+                let f = raw::RedisModule_FreeString;
+                f.is_some()
+            }),
             ("Milliseconds", {
                 let f = raw::RedisModule_Milliseconds;
                 f.is_some()
@@ -278,7 +337,7 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
                 ctx.ctx,
                 spec.name.as_ptr(),
                 Some(entry),
-                FLAGS.as_ptr(),
+                spec.flags.as_ptr(),
                 1,
                 1,
                 1,

@@ -19,9 +19,9 @@ use crate::time::{ceil_ms, server_now_us};
 
 /// An open key, closed on drop.
 pub struct Key {
-    ctx: *mut RedisModuleCtx,
-    name: *mut RedisModuleString,
-    key: *mut RedisModuleKey,
+    pub(crate) ctx: *mut RedisModuleCtx,
+    pub(crate) name: *mut RedisModuleString,
+    pub(crate) key: *mut RedisModuleKey,
 }
 
 impl Key {
@@ -39,13 +39,18 @@ impl Key {
         Ok(Self { ctx, name, key })
     }
 
+    /// The key's type, one of `REDISMODULE_KEYTYPE_*`.
+    pub fn key_type(&self) -> Result<u32> {
+        let key_type = api!(RedisModule_KeyType);
+        // SAFETY: self.key is open.
+        Ok(unsafe { key_type(self.key) } as u32)
+    }
+
     /// The key's string value; `None` when the key does not exist.
     ///
     /// Errors: [`Error::WrongType`] when the key holds another type.
     pub fn string(&self) -> Result<Option<&[u8]>> {
-        let key_type = api!(RedisModule_KeyType);
-        // SAFETY: self.key is open.
-        match unsafe { key_type(self.key) } as isize {
+        match self.key_type()? as isize {
             raw::REDISMODULE_KEYTYPE_EMPTY => Ok(None),
             raw::REDISMODULE_KEYTYPE_STRING => {
                 let dma = api!(RedisModule_StringDMA);

@@ -19,6 +19,7 @@ pub const SPEC: Spec = Spec {
     min_argc: 5,
     max_argc: Some(6),
     unit: ReplyUnit::Seconds,
+    flags: super::O1_FLAGS,
     handler,
 };
 

@@ -1,0 +1,166 @@
+//! The leaky bucket as a queue (traffic shaping).
+//!
+//! Source: J. Turner, "New directions in communications (or which way to the
+//! information age?)", IEEE Communications Magazine 24(10), 1986; A. S.
+//! Tanenbaum, *Computer Networks*, §5.3 (the leaky bucket as a queue). Accepted
+//! requests join a queue of at most `capacity` tokens that drains at
+//! `leak_tokens` per `leak_period`. Each accepted request is told how long to
+//! wait before doing its work — until the tokens queued ahead of it have
+//! drained — so the work leaves the queue at a steady rate, at least one
+//! emission interval (`leak_period / leak_tokens`) per token apart, and no
+//! request waits more than `capacity` intervals. A request that does not fit
+//! is refused, and told when it would fit.
+//!
+//! As a meter the queue is the token bucket ([`super::token_bucket`]): the
+//! queue's level is the bucket's missing tokens, and the same exact rational
+//! arithmetic and state encoding apply — the stored instant is when the queue
+//! is empty, and the key expires then. What differs is the reply: for an
+//! accepted request, `retry_after_us` carries its queueing delay (`0` when
+//! the queue was empty).
+
+use super::token_bucket::{FullAt, TokenBucket};
+use super::{Algorithm, Outcome, STATE_BUF_LEN};
+use crate::error::Result;
+
+/// Leaky bucket parameters, validated. Build with [`LeakyBucket::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeakyBucket {
+    queue: TokenBucket,
+}
+
+impl LeakyBucket {
+    /// Validates `RL.LEAKYBUCKET key capacity leak_tokens leak_period`: a
+    /// queue of `capacity` ≥ 1 tokens draining `leak_tokens` ≥ 1 per
+    /// `leak_period_us` ≥ 1 µs (at most one token per µs).
+    ///
+    /// ```
+    /// use redis_ratelimit::algorithm::{leaky_bucket::LeakyBucket, Algorithm};
+    /// // A queue of 3 draining 10 per second: one token every 100 ms.
+    /// let lb = LeakyBucket::new(3, 10, 1_000_000).unwrap();
+    /// let first = lb.decide(None, 0, 1).unwrap();
+    /// let second = lb.decide(first.update.map(|u| u.state), 0, 1).unwrap();
+    /// // The second request starts after the first has drained.
+    /// assert_eq!(second.decision.retry_after_us, Some(100_000));
+    /// ```
+    pub fn new(capacity: i64, leak_tokens: i64, leak_period_us: i64) -> Result<Self> {
+        let queue = TokenBucket::with_names(
+            capacity,
+            leak_tokens,
+            leak_period_us,
+            ["leak_tokens", "leak_period"],
+        )?;
+        Ok(Self { queue })
+    }
+
+    /// The queue's size in tokens.
+    pub fn capacity(&self) -> i64 {
+        self.queue.capacity()
+    }
+}
+
+impl Algorithm for LeakyBucket {
+    /// When the queue is empty again (see [`super::token_bucket`]).
+    type State = FullAt;
+
+    fn decode(bytes: &[u8]) -> Option<FullAt> {
+        TokenBucket::decode(bytes)
+    }
+
+    fn encode(state: &FullAt, buf: &mut [u8; STATE_BUF_LEN]) -> usize {
+        TokenBucket::encode(state, buf)
+    }
+
+    fn decide(&self, state: Option<FullAt>, now_us: i64, cost: i64) -> Result<Outcome<FullAt>> {
+        let mut outcome = self.queue.decide(state, now_us, cost)?;
+        if !outcome.decision.limited {
+            // Accepted: wait until the tokens queued ahead have drained.
+            outcome.decision.retry_after_us = Some(self.queue.wait_us(state, now_us)?);
+        }
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+    const MS: i64 = 1_000;
+    const T0: i64 = 1_763_700_000 * S;
+
+    /// `(at_us relative to T0, cost, limited, remaining, retry_after_us, reset_after_us)`
+    type Case = (i64, i64, bool, i64, Option<i64>, i64);
+
+    fn run(lb: &LeakyBucket, cases: &[Case]) {
+        let mut state = None;
+        for (i, &(at, cost, limited, remaining, retry, reset)) in cases.iter().enumerate() {
+            let out = lb.decide(state, T0 + at, cost).unwrap();
+            let d = out.decision;
+            assert_eq!(
+                (d.limited, d.remaining, d.retry_after_us, d.reset_after_us),
+                (limited, remaining, retry, reset),
+                "case {i}"
+            );
+            assert_eq!(out.update.is_none(), limited, "case {i}");
+            if let Some(u) = out.update {
+                assert_eq!(
+                    u.expire_at_us - (T0 + at),
+                    reset,
+                    "case {i}: expires when empty"
+                );
+                state = Some(u.state);
+            }
+        }
+    }
+
+    #[test]
+    fn accepted_requests_are_delayed_to_a_steady_rate() {
+        // Queue of 3, draining 10 per second (100 ms per token).
+        run(
+            &LeakyBucket::new(3, 10, S).unwrap(),
+            &[
+                (0, 1, false, 2, Some(0), 100 * MS),
+                (0, 1, false, 1, Some(100 * MS), 200 * MS),
+                (0, 1, false, 0, Some(200 * MS), 300 * MS),
+                // Full: refused until one token has drained.
+                (0, 1, true, 0, Some(100 * MS), 300 * MS),
+                (50 * MS, 2, true, 0, Some(150 * MS), 250 * MS),
+                // 100 ms later one place is free; the request waits 200 ms.
+                (100 * MS, 1, false, 0, Some(200 * MS), 300 * MS),
+                // Once drained, no wait.
+                (1_000 * MS, 2, false, 1, Some(0), 200 * MS),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_cost_above_the_capacity_never_fits() {
+        run(
+            &LeakyBucket::new(3, 10, S).unwrap(),
+            &[(0, 4, true, 3, None, 0)],
+        );
+    }
+
+    #[test]
+    fn parameters_name_the_leak_arguments() {
+        use crate::error::Error;
+        assert_eq!(
+            LeakyBucket::new(3, 0, S),
+            Err(Error::OutOfRange {
+                arg: "leak_tokens",
+                bound: ">= 1"
+            })
+        );
+        assert_eq!(
+            LeakyBucket::new(3, 2, 1),
+            Err(Error::RateTooHigh { arg: "leak_tokens" })
+        );
+        assert_eq!(
+            LeakyBucket::new(0, 1, 1),
+            Err(Error::OutOfRange {
+                arg: "capacity",
+                bound: ">= 1"
+            })
+        );
+    }
+}

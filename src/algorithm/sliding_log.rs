@@ -1,0 +1,276 @@
+//! The sliding window log.
+//!
+//! Source: the sliding log of API rate limiting (Alex Xu, *System Design
+//! Interview*, ch. 4; the Redis sorted-set pattern ZREMRANGEBYSCORE / ZCARD /
+//! ZADD). The timestamp of every accepted token is logged; a request of `n`
+//! tokens at `now` is allowed when the entries inside the window `(now −
+//! window, now]` plus `n` do not exceed `limit`. An entry exactly one window
+//! old is outside. Exact for any interval of length `window`, at the cost of
+//! one entry per token.
+//!
+//! The log is read through [`TimestampLog`] and never changed here: the
+//! decision says what to remove and add ([`LogUpdate`]), and the command layer
+//! applies it to a sorted set (scores = µs timestamps) and propagates it.
+//!
+//! Entries are logged at `max(now, newest entry)`: if the clock steps back,
+//! new entries are logged as late as the newest, so the log stays ordered by
+//! insertion and nothing leaves the window early.
+
+use super::{sub, Decision};
+use crate::error::{Error, Result};
+
+/// Read access to a log of timestamps (µs since the epoch), ascending.
+pub trait TimestampLog {
+    /// The newest timestamp, or `None` for an empty log.
+    fn newest_us(&self) -> Result<Option<i64>>;
+    /// How many entries have a timestamp `> after_us`.
+    fn count_after(&self, after_us: i64) -> Result<i64>;
+    /// The timestamp of the `k`-th (0-based) entry with a timestamp `> after_us`.
+    fn nth_after(&self, after_us: i64, k: i64) -> Result<Option<i64>>;
+}
+
+/// An ascending slice of timestamps is a log (used by tests and tools).
+impl TimestampLog for [i64] {
+    fn newest_us(&self) -> Result<Option<i64>> {
+        Ok(self.last().copied())
+    }
+    fn count_after(&self, after_us: i64) -> Result<i64> {
+        let first = self.partition_point(|&t| t <= after_us);
+        Ok((self.len() - first) as i64)
+    }
+    fn nth_after(&self, after_us: i64, k: i64) -> Result<Option<i64>> {
+        let first = self.partition_point(|&t| t <= after_us);
+        Ok(usize::try_from(k)
+            .ok()
+            .and_then(|k| self.get(first.checked_add(k)?))
+            .copied())
+    }
+}
+
+/// The change an allowed request makes to the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogUpdate {
+    /// Remove every entry with a timestamp `≤ remove_through_us` (outside the window).
+    pub remove_through_us: i64,
+    /// Add `add_count` entries with timestamp `add_at_us`.
+    pub add_at_us: i64,
+    pub add_count: i64,
+    /// When the newest entry leaves the window: the key expires then.
+    pub expire_at_us: i64,
+}
+
+/// A decision and, for an allowed request, the change to the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOutcome {
+    pub decision: Decision,
+    pub update: Option<LogUpdate>,
+}
+
+/// Sliding log parameters, validated. Build with [`SlidingLog::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingLog {
+    limit: i64,
+    window_us: i64,
+}
+
+impl SlidingLog {
+    /// The largest accepted `limit`: one call adds at most this many entries
+    /// and removes at most about as many, so no call can stall the server.
+    pub const MAX_LIMIT: i64 = 100_000;
+
+    /// Validates `RL.SLIDINGLOG key limit window`: `1 ≤ limit ≤ MAX_LIMIT`
+    /// tokens in any window of `window_us` ≥ 1 µs.
+    pub fn new(limit: i64, window_us: i64) -> Result<Self> {
+        if !(1..=Self::MAX_LIMIT).contains(&limit) {
+            return Err(Error::OutOfRange {
+                arg: "limit",
+                bound: ">= 1 and <= 100000",
+            });
+        }
+        if window_us < 1 {
+            return Err(Error::BadPeriod { arg: "window" });
+        }
+        Ok(Self { limit, window_us })
+    }
+
+    /// Decides `cost` tokens at `now_us` against `log`.
+    ///
+    /// Errors: those of `log`; [`Error::Overflow`] at the clock's extremes.
+    ///
+    /// ```
+    /// use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+    /// let sl = SlidingLog::new(2, 1_000_000).unwrap();
+    /// // Two tokens logged at 0.8 s; at 1.1 s both are still in the window.
+    /// let log: &[i64] = &[800_000, 800_000];
+    /// let d = sl.decide(log, 1_100_000, 1).unwrap().decision;
+    /// assert_eq!((d.limited, d.retry_after_us), (true, Some(700_000)));
+    /// ```
+    pub fn decide<L: TimestampLog + ?Sized>(
+        &self,
+        log: &L,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<LogOutcome> {
+        let newest = log.newest_us()?;
+        let t = newest.map_or(now_us, |n| n.max(now_us));
+        let cutoff = sub(t, self.window_us)?;
+        let live = log.count_after(cutoff)?;
+        let until_out = |ts: i64| -> Result<i64> {
+            ts.checked_add(self.window_us)
+                .ok_or(Error::Overflow)
+                .and_then(|end| sub(end, now_us))
+        };
+        let reset_after_us = match newest {
+            Some(n) if live > 0 => until_out(n)?,
+            _ => 0,
+        };
+        let refuse = |retry_after_us| LogOutcome {
+            decision: Decision {
+                limited: true,
+                limit: self.limit,
+                remaining: (self.limit - live).max(0),
+                retry_after_us,
+                reset_after_us,
+            },
+            update: None,
+        };
+        if cost > self.limit {
+            return Ok(refuse(None));
+        }
+        let cost = cost.max(0);
+        let must_leave = live.saturating_add(cost) - self.limit;
+        if must_leave > 0 {
+            // Allowed once the `must_leave` oldest entries have left.
+            let retry = match log.nth_after(cutoff, must_leave - 1)? {
+                Some(ts) => until_out(ts)?,
+                None => reset_after_us, // unreachable: must_leave ≤ live
+            };
+            return Ok(refuse(Some(retry.max(1))));
+        }
+        let expire_at_us = t.checked_add(self.window_us).ok_or(Error::Overflow)?;
+        Ok(LogOutcome {
+            decision: Decision {
+                limited: false,
+                limit: self.limit,
+                remaining: self.limit - live - cost,
+                retry_after_us: None,
+                reset_after_us: if cost > 0 {
+                    sub(expire_at_us, now_us)?
+                } else {
+                    reset_after_us
+                },
+            },
+            update: (cost > 0).then_some(LogUpdate {
+                remove_through_us: cutoff,
+                add_at_us: t,
+                add_count: cost,
+                expire_at_us,
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000;
+    const MS: i64 = 1_000;
+    const T0: i64 = 1_763_700_000 * S;
+
+    /// Applies an update to a log the way the command layer does.
+    fn apply(log: &mut Vec<i64>, u: &LogUpdate) {
+        log.retain(|&t| t > u.remove_through_us);
+        log.extend(std::iter::repeat_n(u.add_at_us, u.add_count as usize));
+    }
+
+    /// `(at_us relative to T0, cost, limited, remaining, retry_after_us, reset_after_us)`
+    type Case = (i64, i64, bool, i64, Option<i64>, i64);
+
+    fn run(sl: &SlidingLog, cases: &[Case]) -> Vec<i64> {
+        let mut log = Vec::new();
+        for (i, &(at, cost, limited, remaining, retry, reset)) in cases.iter().enumerate() {
+            let out = sl.decide(log.as_slice(), T0 + at, cost).unwrap();
+            let d = out.decision;
+            assert_eq!(
+                (d.limited, d.remaining, d.retry_after_us, d.reset_after_us),
+                (limited, remaining, retry, reset),
+                "case {i}"
+            );
+            assert_eq!(out.update.is_none(), limited, "case {i}");
+            if let Some(u) = out.update {
+                assert_eq!(u.expire_at_us - (T0 + at), reset, "case {i}");
+                apply(&mut log, &u);
+            }
+        }
+        log
+    }
+
+    #[test]
+    fn denies_the_edge_burst() {
+        // 2 per 1 s: two at 0.8 s, then at 1.1 s both are still in the window.
+        run(
+            &SlidingLog::new(2, S).unwrap(),
+            &[
+                (800 * MS, 1, false, 1, None, S),
+                (800 * MS, 1, false, 0, None, S),
+                (1_100 * MS, 1, true, 0, Some(700 * MS), 700 * MS),
+                (1_100 * MS, 1, true, 0, Some(700 * MS), 700 * MS),
+                // An entry exactly one window old is outside.
+                (1_800 * MS, 2, false, 0, None, S),
+            ],
+        );
+    }
+
+    #[test]
+    fn retry_waits_for_enough_of_the_oldest_entries() {
+        let log = run(
+            &SlidingLog::new(4, S).unwrap(),
+            &[
+                (0, 1, false, 3, None, S),
+                (100 * MS, 2, false, 1, None, S),
+                (200 * MS, 1, false, 0, None, S),
+                // A cost of 3 needs the three oldest (0, 0.1, 0.1 s) to leave.
+                (300 * MS, 3, true, 0, Some(800 * MS), 900 * MS),
+                (300 * MS, 1, true, 0, Some(700 * MS), 900 * MS),
+                (300 * MS, 5, true, 0, None, 900 * MS),
+                // At 1.0 s the first entry has left; its removal is part of the update.
+                (1_000 * MS, 1, false, 0, None, S),
+            ],
+        );
+        assert_eq!(log, [T0 + 100 * MS, T0 + 100 * MS, T0 + 200 * MS, T0 + S]);
+    }
+
+    #[test]
+    fn limits_are_bounded() {
+        assert!(SlidingLog::new(100_000, S).is_ok());
+        assert_eq!(
+            SlidingLog::new(100_001, S),
+            Err(Error::OutOfRange {
+                arg: "limit",
+                bound: ">= 1 and <= 100000"
+            })
+        );
+        assert!(SlidingLog::new(0, S).is_err());
+        assert_eq!(
+            SlidingLog::new(1, 0),
+            Err(Error::BadPeriod { arg: "window" })
+        );
+    }
+
+    #[test]
+    fn clock_stepping_back_logs_at_the_newest_entry() {
+        let sl = SlidingLog::new(3, S).unwrap();
+        let log = [T0 + 5 * S];
+        let out = sl.decide(&log[..], T0, 1).unwrap();
+        let u = out.update.unwrap();
+        assert_eq!(u.add_at_us, T0 + 5 * S);
+        assert_eq!(out.decision.reset_after_us, 6 * S);
+        let full = [T0 + 5 * S; 3];
+        let d = sl.decide(&full[..], T0, 1).unwrap().decision;
+        assert_eq!(
+            (d.limited, d.retry_after_us, d.reset_after_us),
+            (true, Some(6 * S), 6 * S)
+        );
+    }
+}

@@ -1,0 +1,28 @@
+//! `RL.FIXEDWINDOW key limit window [TOKENS n]`
+//!
+//! The fixed window counter ([`crate::algorithm::fixed_window`]): at most
+//! `limit` tokens per window of `window` seconds (fractional allowed), windows
+//! aligned to the Unix epoch. `TOKENS n` (default 1) is the request's cost.
+
+use redis_module::raw::RedisModuleCtx;
+
+use super::{args::Args, store::decide_string, ReplyUnit, Spec};
+use crate::algorithm::{fixed_window::FixedWindow, Decision};
+use crate::error::Result;
+
+pub const SPEC: Spec = Spec {
+    name: c"rl.fixedwindow",
+    min_argc: 4,
+    max_argc: None,
+    unit: ReplyUnit::Millis,
+    flags: super::O1_FLAGS,
+    handler,
+};
+
+fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+    let limit = args.integer(2, "limit")?;
+    let window_us = args.seconds_as_us(3, "window")?;
+    let cost = args.tokens_option(4)?;
+    let fixed_window = FixedWindow::new(limit, window_us)?;
+    decide_string(ctx, args.raw(1)?, &fixed_window, cost, "RL.FIXEDWINDOW")
+}

@@ -1,0 +1,30 @@
+//! `RL.LEAKYBUCKET key capacity leak_tokens leak_period [TOKENS n]`
+//!
+//! The leaky bucket as a queue ([`crate::algorithm::leaky_bucket`]): accepted
+//! requests join a queue of `capacity` tokens draining at `leak_tokens` per
+//! `leak_period` seconds (fractional allowed). For an accepted request, reply
+//! element 4 is its delay in ms: wait that long, then do the work.
+
+use redis_module::raw::RedisModuleCtx;
+
+use super::{args::Args, store::decide_string, ReplyUnit, Spec};
+use crate::algorithm::{leaky_bucket::LeakyBucket, Decision};
+use crate::error::Result;
+
+pub const SPEC: Spec = Spec {
+    name: c"rl.leakybucket",
+    min_argc: 5,
+    max_argc: None,
+    unit: ReplyUnit::Millis,
+    flags: super::O1_FLAGS,
+    handler,
+};
+
+fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+    let capacity = args.integer(2, "capacity")?;
+    let leak_tokens = args.integer(3, "leak_tokens")?;
+    let leak_period_us = args.seconds_as_us(4, "leak_period")?;
+    let cost = args.tokens_option(5)?;
+    let leaky_bucket = LeakyBucket::new(capacity, leak_tokens, leak_period_us)?;
+    decide_string(ctx, args.raw(1)?, &leaky_bucket, cost, "RL.LEAKYBUCKET")
+}

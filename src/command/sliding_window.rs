@@ -1,0 +1,29 @@
+//! `RL.SLIDINGWINDOW key limit window [TOKENS n]`
+//!
+//! The sliding window counter ([`crate::algorithm::sliding_window`]): at most
+//! `limit` tokens in the sliding window of `window` seconds (fractional
+//! allowed), estimated from two epoch-aligned fixed windows. `TOKENS n`
+//! (default 1) is the request's cost.
+
+use redis_module::raw::RedisModuleCtx;
+
+use super::{args::Args, store::decide_string, ReplyUnit, Spec};
+use crate::algorithm::{sliding_window::SlidingWindow, Decision};
+use crate::error::Result;
+
+pub const SPEC: Spec = Spec {
+    name: c"rl.slidingwindow",
+    min_argc: 4,
+    max_argc: None,
+    unit: ReplyUnit::Millis,
+    flags: super::O1_FLAGS,
+    handler,
+};
+
+fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+    let limit = args.integer(2, "limit")?;
+    let window_us = args.seconds_as_us(3, "window")?;
+    let cost = args.tokens_option(4)?;
+    let sliding_window = SlidingWindow::new(limit, window_us)?;
+    decide_string(ctx, args.raw(1)?, &sliding_window, cost, "RL.SLIDINGWINDOW")
+}

@@ -1,0 +1,408 @@
+//! RL.FIXEDWINDOW, RL.SLIDINGWINDOW, RL.SLIDINGLOG and RL.LEAKYBUCKET against a
+//! real redis-server with the module loaded.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{call, call_err, query, Server};
+
+fn server_now_us(con: &mut redis::Connection) -> i64 {
+    let t: Vec<i64> = query(con, &["TIME"]).unwrap();
+    t[0] * 1_000_000 + t[1]
+}
+
+/// Sleeps until the server clock is `phase_us` into a window of `window_us`
+/// (windows are aligned to the Unix epoch).
+fn wait_for_phase(con: &mut redis::Connection, window_us: i64, phase_us: i64) {
+    let now = server_now_us(con);
+    let into = now.rem_euclid(window_us);
+    let wait = (phase_us - into).rem_euclid(window_us);
+    std::thread::sleep(Duration::from_micros(wait as u64));
+}
+
+#[test]
+fn the_edge_burst_passes_the_fixed_window_and_not_the_sliding_ones() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // 2 per 200 ms: two requests at 80 % of a window, two at 10 % of the next.
+    let window_us = 200_000;
+    let allowed = |con: &mut redis::Connection, cmd: &str, key: &str| {
+        call(con, &[cmd, key, "2", "0.2"])[0] == 0
+    };
+    for _attempt in 0..5 {
+        wait_for_phase(&mut con, window_us, 160_000);
+        let start = server_now_us(&mut con);
+        let mut first = Vec::new();
+        for cmd in ["RL.FIXEDWINDOW", "RL.SLIDINGWINDOW", "RL.SLIDINGLOG"] {
+            first.push((allowed(&mut con, cmd, cmd), allowed(&mut con, cmd, cmd)));
+        }
+        wait_for_phase(&mut con, window_us, 20_000);
+        let mut second = Vec::new();
+        for cmd in ["RL.FIXEDWINDOW", "RL.SLIDINGWINDOW", "RL.SLIDINGLOG"] {
+            second.push((allowed(&mut con, cmd, cmd), allowed(&mut con, cmd, cmd)));
+        }
+        let elapsed = server_now_us(&mut con) - start;
+        if elapsed > 100_000 {
+            // The machine stalled: the phases were missed. Start over.
+            let _: () = query(&mut con, &["FLUSHALL"]).unwrap();
+            continue;
+        }
+        assert_eq!(first, [(true, true); 3], "all admit the first two");
+        assert_eq!(
+            second[0],
+            (true, true),
+            "the fixed window admits the edge burst"
+        );
+        assert_eq!(
+            second[1],
+            (false, false),
+            "the sliding window counter denies it"
+        );
+        assert_eq!(second[2], (false, false), "the sliding log denies it");
+        return;
+    }
+    panic!("could not hit the window phases in 5 attempts");
+}
+
+#[test]
+fn fixed_window_counts_per_window_and_expires_at_its_end() {
+    let server = Server::start();
+    let mut con = server.connect();
+    assert_eq!(
+        call(
+            &mut con,
+            &["RL.FIXEDWINDOW", "f", "3", "3600", "TOKENS", "2"]
+        )[..3],
+        [0, 3, 1]
+    );
+    assert_eq!(
+        call(&mut con, &["RL.FIXEDWINDOW", "f", "3", "3600"])[..4],
+        [0, 3, 0, -1]
+    );
+    let limited = call(&mut con, &["RL.FIXEDWINDOW", "f", "3", "3600"]);
+    assert_eq!(limited[..3], [1, 3, 0]);
+    assert_eq!(
+        limited[3], limited[4],
+        "retry when the next window starts: its end"
+    );
+    assert_eq!(
+        call(
+            &mut con,
+            &["RL.FIXEDWINDOW", "f", "3", "3600", "TOKENS", "4"]
+        )[..4],
+        [1, 3, 0, -1]
+    );
+    // Stored as <window_index>:<count>, expiring at the window's end.
+    let now_us = server_now_us(&mut con);
+    let index = now_us / 3_600_000_000;
+    assert_eq!(
+        query::<String>(&mut con, &["GET", "f"]).unwrap(),
+        format!("{index}:3")
+    );
+    let expire_ms: i64 = query(&mut con, &["PEXPIRETIME", "f"]).unwrap();
+    assert_eq!(expire_ms, (index + 1) * 3_600_000);
+    let to_end_ms = expire_ms - now_us / 1000;
+    assert!(
+        (0..=5).contains(&(limited[4] - to_end_ms)),
+        "reset_after_ms {} ≈ time to the window's end {to_end_ms}",
+        limited[4]
+    );
+}
+
+#[test]
+fn sliding_window_counter_stores_both_counts_compactly() {
+    let server = Server::start();
+    let mut con = server.connect();
+    assert_eq!(
+        call(
+            &mut con,
+            &["RL.SLIDINGWINDOW", "s", "5", "3600", "TOKENS", "5"]
+        )[..4],
+        [0, 5, 0, -1]
+    );
+    let limited = call(&mut con, &["RL.SLIDINGWINDOW", "s", "5", "3600"]);
+    assert_eq!(limited[..3], [1, 5, 0]);
+    let index = server_now_us(&mut con) / 3_600_000_000;
+    assert_eq!(
+        query::<String>(&mut con, &["GET", "s"]).unwrap(),
+        format!("{index}:0:5")
+    );
+    // Both counts leave at the end of the next window: the key expires then.
+    let expire_ms: i64 = query(&mut con, &["PEXPIRETIME", "s"]).unwrap();
+    assert_eq!(expire_ms, (index + 2) * 3_600_000);
+    // The retry is computed, in the next window: 5 × (1 − e) ≤ 4 ⇒ e ≥ 0.2.
+    let next_start_ms = (index + 1) * 3_600_000;
+    let now_ms = server_now_us(&mut con) / 1000;
+    let want = next_start_ms + 720_000 - now_ms;
+    assert!(
+        (limited[3] - want).abs() <= 5,
+        "retry {} want ≈{want}",
+        limited[3]
+    );
+}
+
+#[test]
+fn sliding_log_logs_each_token_in_a_compact_sorted_set() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // Many tokens in one millisecond: distinct members, one entry each.
+    assert_eq!(
+        call(
+            &mut con,
+            &["RL.SLIDINGLOG", "l", "100", "60", "TOKENS", "40"]
+        )[..4],
+        [0, 100, 60, -1]
+    );
+    for _ in 0..60 {
+        assert_eq!(call(&mut con, &["RL.SLIDINGLOG", "l", "100", "60"])[0], 0);
+    }
+    let limited = call(&mut con, &["RL.SLIDINGLOG", "l", "100", "60"]);
+    assert_eq!(limited[..3], [1, 100, 0]);
+    assert!(limited[3] > 59_000 && limited[3] <= 60_000, "{limited:?}");
+    assert_eq!(query::<i64>(&mut con, &["ZCARD", "l"]).unwrap(), 100);
+    assert_eq!(
+        query::<String>(&mut con, &["OBJECT", "ENCODING", "l"]).unwrap(),
+        "listpack"
+    );
+    let pttl: i64 = query(&mut con, &["PTTL", "l"]).unwrap();
+    assert!(
+        pttl > 59_000 && pttl <= 60_000,
+        "expires when the newest entry leaves: {pttl}"
+    );
+    // Scores are µs timestamps; members small integers.
+    let entries: Vec<(String, i64)> =
+        query(&mut con, &["ZRANGE", "l", "0", "-1", "WITHSCORES"]).unwrap();
+    let now = server_now_us(&mut con);
+    for (member, score) in &entries {
+        assert!(member.parse::<u32>().unwrap() < 256, "{member}");
+        assert!(*score <= now && *score > now - 10_000_000, "{score}");
+    }
+    // At most 16 bytes per logged request at limit 100.
+    let _: () = query(&mut con, &["DEL", "one"]).unwrap();
+    call(&mut con, &["RL.SLIDINGLOG", "one", "100", "60"]);
+    let full: i64 = query(&mut con, &["MEMORY", "USAGE", "l"]).unwrap();
+    let single: i64 = query(&mut con, &["MEMORY", "USAGE", "one"]).unwrap();
+    let per_entry = (full - single) as f64 / 99.0;
+    assert!(per_entry <= 16.0, "{per_entry:.1} bytes per logged request");
+}
+
+#[test]
+fn sliding_log_removes_entries_that_left_the_window() {
+    let server = Server::start();
+    let mut con = server.connect();
+    assert_eq!(
+        call(
+            &mut con,
+            &["RL.SLIDINGLOG", "l", "2", "0.05", "TOKENS", "2"]
+        )[0],
+        0
+    );
+    let limited = call(&mut con, &["RL.SLIDINGLOG", "l", "2", "0.05"]);
+    assert_eq!(limited[0], 1);
+    std::thread::sleep(Duration::from_millis(limited[3] as u64));
+    assert_eq!(
+        call(&mut con, &["RL.SLIDINGLOG", "l", "2", "0.05"])[..3],
+        [0, 2, 1]
+    );
+    assert_eq!(
+        query::<i64>(&mut con, &["ZCARD", "l"]).unwrap(),
+        1,
+        "the two old entries were removed"
+    );
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(
+        query::<i64>(&mut con, &["EXISTS", "l"]).unwrap(),
+        0,
+        "the key expired"
+    );
+}
+
+#[test]
+fn leaky_bucket_delays_accepted_requests_to_a_steady_rate() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // A queue of 3 draining 10 per second: each request waits for those ahead.
+    let delays: Vec<i64> = (0..3)
+        .map(|_| call(&mut con, &["RL.LEAKYBUCKET", "q", "3", "10", "1"]))
+        .map(|r| {
+            assert_eq!(r[0], 0, "{r:?}");
+            r[3]
+        })
+        .collect();
+    assert_eq!(delays[0], 0, "an empty queue: start at once");
+    assert!(
+        (90..=100).contains(&delays[1]) && (190..=200).contains(&delays[2]),
+        "{delays:?}"
+    );
+    let full = call(&mut con, &["RL.LEAKYBUCKET", "q", "3", "10", "1"]);
+    assert_eq!(full[..3], [1, 3, 0]);
+    assert!(
+        full[3] > 0 && full[3] <= 100,
+        "retry when one place is free: {full:?}"
+    );
+    assert_eq!(
+        call(
+            &mut con,
+            &["RL.LEAKYBUCKET", "q", "3", "10", "1", "TOKENS", "4"]
+        )[..4],
+        [1, 3, 0, -1]
+    );
+    let pttl: i64 = query(&mut con, &["PTTL", "q"]).unwrap();
+    assert!(
+        pttl > 250 && pttl <= 300,
+        "expires when the queue is empty: {pttl}"
+    );
+}
+
+#[test]
+fn bad_arguments_and_wrong_types_are_refused_without_writing() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let cases: &[(&[&str], &str)] = &[
+        (&["RL.FIXEDWINDOW", "k", "0", "1"], "ERR limit must be >= 1"),
+        (
+            &["RL.FIXEDWINDOW", "k", "x", "1"],
+            "ERR limit is not an integer or out of range",
+        ),
+        (&["RL.FIXEDWINDOW", "k", "5", "0"], "ERR window must be"),
+        (
+            &["RL.FIXEDWINDOW", "k", "5", "1", "TOKENS", "0"],
+            "ERR TOKENS must be >= 1",
+        ),
+        (
+            &["RL.FIXEDWINDOW", "k", "5", "1", "EXTRA"],
+            "ERR syntax error",
+        ),
+        (
+            &["RL.SLIDINGWINDOW", "k", "-1", "1"],
+            "ERR limit must be >= 1",
+        ),
+        (
+            &["RL.SLIDINGWINDOW", "k", "5", "nan"],
+            "ERR window is not a valid float",
+        ),
+        (
+            &["RL.SLIDINGWINDOW", "k", "5", "1e-7"],
+            "ERR window must be",
+        ),
+        (
+            &["RL.SLIDINGLOG", "k", "100001", "1"],
+            "ERR limit must be >= 1 and <= 100000",
+        ),
+        (
+            &["RL.SLIDINGLOG", "k", "0", "1"],
+            "ERR limit must be >= 1 and <= 100000",
+        ),
+        (&["RL.SLIDINGLOG", "k", "5", "-2"], "ERR window must be"),
+        (
+            &["RL.SLIDINGLOG", "k", "5", "1", "TOKENS", "1.5"],
+            "ERR TOKENS is not an integer or out of range",
+        ),
+        (
+            &["RL.LEAKYBUCKET", "k", "0", "1", "1"],
+            "ERR capacity must be >= 1",
+        ),
+        (
+            &["RL.LEAKYBUCKET", "k", "3", "0", "1"],
+            "ERR leak_tokens must be >= 1",
+        ),
+        (
+            &["RL.LEAKYBUCKET", "k", "3", "1", "0"],
+            "ERR leak_period must be",
+        ),
+        (
+            &["RL.LEAKYBUCKET", "k", "3", "2000000", "1"],
+            "ERR rate too high",
+        ),
+    ];
+    for (args, want) in cases {
+        let err = call_err(&mut con, args);
+        assert!(
+            err.starts_with(want),
+            "{args:?}: got {err:?}, want {want:?}…"
+        );
+    }
+    for args in [
+        &["RL.FIXEDWINDOW", "k", "1"][..],
+        &["RL.SLIDINGLOG", "k"],
+        &["RL.LEAKYBUCKET", "k", "1", "1"],
+    ] {
+        assert!(
+            call_err(&mut con, args).starts_with("ERR wrong number of arguments"),
+            "{args:?}"
+        );
+    }
+    assert_eq!(
+        query::<i64>(&mut con, &["DBSIZE"]).unwrap(),
+        0,
+        "an erring call wrote something"
+    );
+
+    let _: () = query(&mut con, &["LPUSH", "list", "a"]).unwrap();
+    let _: () = query(&mut con, &["SET", "string", "abc"]).unwrap();
+    let _: () = query(&mut con, &["ZADD", "zset", "1", "a"]).unwrap();
+    let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    for cmd in ["RL.FIXEDWINDOW", "RL.SLIDINGWINDOW", "RL.SLIDINGLOG"] {
+        assert_eq!(call_err(&mut con, &[cmd, "list", "5", "1"]), wrongtype);
+    }
+    assert_eq!(
+        call_err(&mut con, &["RL.LEAKYBUCKET", "list", "5", "1", "1"]),
+        wrongtype
+    );
+    assert_eq!(
+        call_err(&mut con, &["RL.SLIDINGLOG", "string", "5", "1"]),
+        wrongtype
+    );
+    for cmd in ["RL.FIXEDWINDOW", "RL.SLIDINGWINDOW"] {
+        assert_eq!(call_err(&mut con, &[cmd, "zset", "5", "1"]), wrongtype);
+        let err = call_err(&mut con, &[cmd, "string", "5", "1"]);
+        assert_eq!(
+            err,
+            format!(
+                "ERR the value at this key is not {cmd} state (it was written by something else)"
+            )
+        );
+    }
+    let err = call_err(&mut con, &["RL.LEAKYBUCKET", "string", "5", "1", "1"]);
+    assert!(
+        err.starts_with("ERR the value at this key is not RL.LEAKYBUCKET state"),
+        "{err}"
+    );
+    assert_eq!(
+        query::<String>(&mut con, &["GET", "string"]).unwrap(),
+        "abc"
+    );
+}
+
+#[test]
+fn slidinglog_is_not_flagged_fast_and_all_take_the_key_at_position_one() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for name in [
+        "rl.fixedwindow",
+        "rl.slidingwindow",
+        "rl.slidinglog",
+        "rl.leakybucket",
+    ] {
+        let keys: Vec<String> = query(
+            &mut con,
+            &["COMMAND", "GETKEYS", name, "the-key", "1", "1", "1"],
+        )
+        .unwrap();
+        assert_eq!(keys, ["the-key"], "{name}");
+        let info = format!(
+            "{:?}",
+            query::<redis::Value>(&mut con, &["COMMAND", "INFO", name]).unwrap()
+        );
+        assert!(
+            info.contains("write") && info.contains("denyoom"),
+            "{name}: {info}"
+        );
+        assert_eq!(
+            info.contains("fast"),
+            name != "rl.slidinglog",
+            "{name}: {info}"
+        );
+    }
+}
