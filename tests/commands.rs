@@ -412,7 +412,7 @@ fn bad_arguments_get_an_err_naming_the_argument_and_write_nothing() {
         ),
         (
             &["CL.THROTTLE", "k", "15", "30", "9223372036854775807"],
-            "ERR period must be",
+            "ERR parameters too large",
         ),
         (
             &["CL.THROTTLE", "k", "15", "30", "60", "-1"],
@@ -571,4 +571,36 @@ fn commands_are_registered_as_writes_with_the_key_at_position_one() {
             assert!(text.contains(flag), "{name} lacks flag {flag}: {text}");
         }
     }
+}
+
+#[test]
+fn cl_throttle_keeps_the_state_of_keys_written_by_redis_cell() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // redis-cell stores the TAT in nanoseconds: here 3.9 s ahead of now, as
+    // after two requests of a 15 burst / 30 per 60 s limiter.
+    let t: Vec<i64> = query(&mut con, &["TIME"]).unwrap();
+    let tat_ns = (t[0] * 1_000_000 + t[1]) * 1000 + 3_900_000_000;
+    let _: () = query(
+        &mut con,
+        &["SET", "cell", &tat_ns.to_string(), "PX", "4000"],
+    )
+    .unwrap();
+    assert_eq!(
+        call(&mut con, &["CL.THROTTLE", "cell", "15", "30", "60", "0"]),
+        [0, 16, 14, -1, 4]
+    );
+    assert_eq!(
+        call(&mut con, &["CL.THROTTLE", "cell", "15", "30", "60"]),
+        [0, 16, 13, -1, 6]
+    );
+    // From then on the key holds microseconds.
+    let tat_us: i64 = query(&mut con, &["GET", "cell"]).unwrap();
+    assert!(
+        (tat_us - tat_ns / 1000 - 2_000_000).abs() < 50_000,
+        "{tat_us} vs {tat_ns}"
+    );
+    // Limiters too long for redis-cell's clock are refused.
+    let err = call_err(&mut con, &["CL.THROTTLE", "k", "0", "1", "100000000000"]);
+    assert!(err.starts_with("ERR parameters too large"), "{err}");
 }

@@ -266,6 +266,33 @@ mod tests {
     }
 
     #[test]
+    fn matches_redis_cells_decision_table() {
+        // redis-cell's own `it_rate_limits` cases: limit 5 (max_burst 4), 1 per second.
+        let gcra = Gcra::new(4, 1, S).unwrap();
+        let never = None;
+        run(
+            &gcra,
+            &[
+                case(0, 6, true, 5, never, 0),
+                case(0, 1, false, 4, None, S),
+                case(0, 1, false, 3, None, 2 * S),
+                case(0, 1, false, 2, None, 3 * S),
+                case(0, 1, false, 1, None, 4 * S),
+                case(0, 1, false, 0, None, 5 * S),
+                case(0, 1, true, 0, Some(S), 5 * S),
+                case(3_000 * MS, 1, false, 2, None, 3_000 * MS),
+                case(3_100 * MS, 1, false, 1, None, 3_900 * MS),
+                case(4_000 * MS, 1, false, 1, None, 4_000 * MS),
+                case(8_000 * MS, 1, false, 4, None, 1_000 * MS),
+                case(9_500 * MS, 1, false, 4, None, 1_000 * MS),
+                case(9_500 * MS, 0, false, 4, None, S),
+                case(9_500 * MS, 2, false, 2, None, 3 * S),
+                case(9_500 * MS, 5, true, 2, Some(3 * S), 3 * S),
+            ],
+        );
+    }
+
+    #[test]
     fn costs_above_the_limit_can_never_be_allowed() {
         let gcra = Gcra::new(4, 10, S).unwrap();
         run(
