@@ -17,6 +17,9 @@ pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;
 
+#[cfg(test)]
+mod properties;
+
 use crate::error::{Error, Result};
 
 /// The answer to one request: the five fields of every `RL.*` reply, in µs.

@@ -22,8 +22,9 @@
 //! **Stored value:** `<full_at_us>` when the remainder is 0, else
 //! `<full_at_us>:<remainder>`, both decimal. If the key is later used with a
 //! different `refill_tokens`, a remainder that no longer fits is clamped (an
-//! effect of less than 1 µs). The key expires at `F` rounded up to the
-//! millisecond, when the bucket is full again.
+//! effect of less than 1 µs). The key expires when the bucket is full again:
+//! the update carries `F` rounded up to the µs, and the command layer rounds
+//! that up to the millisecond for the key's expiry.
 
 use super::{
     ceil_div_i128, parse_decimal, to_i64, write_decimal, Algorithm, Decision, Outcome, Update,
