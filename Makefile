@@ -6,7 +6,7 @@ MODULE_RELEASE := target/release/libredis_ratelimit.so
 MODULE_DEBUG := target/debug/libredis_ratelimit.so
 
 .DEFAULT_GOAL := help
-.PHONY: help build build-debug run test test-unit test-integration lint fmt clean
+.PHONY: help build build-debug run test test-unit test-integration lint fmt bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ lint: ## cargo fmt --check and cargo clippy -D warnings
 
 fmt: ## Format the code
 	$(CARGO) fmt --all
+
+bench: build ## Benchmark every command vs SET … PX, INCR and Lua; writes bench/README.md
+	python3 bench/bench.py --module $(CURDIR)/$(MODULE_RELEASE) --write-readme
 
 clean: ## Remove build products
 	$(CARGO) clean

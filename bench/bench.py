@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Benchmark of every rate-limiting command against the floor and against Lua.
+
+Starts a throwaway redis-server with the module on a free loopback port,
+pinned to one core, and drives it with redis-benchmark pinned to the other.
+Each round runs every command once, in order, so that the commands alternate
+within a round; the table reports medians over the rounds. Ratios, not
+absolute numbers, are what we compare.
+
+Usage: bench/bench.py [--rounds N] [--requests N] [--module PATH] [--write-readme]
+Only the standard library; needs redis-server, redis-cli, redis-benchmark, taskset.
+"""
+
+import argparse
+import os
+import platform
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+KEYSPACE = 100_000  # random keys over this many
+
+# (label, commandstats name, argv). Parameters keep keys alive about 60 s,
+# like the SET … PX 60000 baseline, and keep every call on the allowed path
+# (the one that writes) for ~10 calls per key.
+COMMANDS = [
+    ("SET PX 60000", "set", ["SET", "b:set:__rand_int__", "x", "PX", "60000"]),
+    ("INCR", "incr", ["INCR", "b:incr:__rand_int__"]),
+    ("RL.GCRA", "rl.gcra", ["RL.GCRA", "b:gcra:__rand_int__", "99", "1", "6"]),
+    ("RL.TOKENBUCKET", "rl.tokenbucket", ["RL.TOKENBUCKET", "b:tb:__rand_int__", "100", "1", "6"]),
+    ("CL.THROTTLE", "cl.throttle", ["CL.THROTTLE", "b:cell:__rand_int__", "99", "1", "6"]),
+    ("RL.FIXEDWINDOW", "rl.fixedwindow", ["RL.FIXEDWINDOW", "b:fw:__rand_int__", "1000", "60"]),
+    ("RL.SLIDINGWINDOW", "rl.slidingwindow", ["RL.SLIDINGWINDOW", "b:sw:__rand_int__", "1000", "60"]),
+    ("RL.LEAKYBUCKET", "rl.leakybucket", ["RL.LEAKYBUCKET", "b:lb:__rand_int__", "100", "1", "6"]),
+    ("RL.SLIDINGLOG", "rl.slidinglog", ["RL.SLIDINGLOG", "b:log:__rand_int__", "100", "60"]),
+    ("Lua GCRA", "evalsha", ["EVALSHA", "{gcra}", "1", "b:luagcra:__rand_int__", "99", "1", "6"]),
+    ("Lua sliding log", "evalsha", ["EVALSHA", "{log}", "1", "b:lualog:__rand_int__", "100", "60"]),
+]
+LUA_OF = {"RL.GCRA": "Lua GCRA", "CL.THROTTLE": "Lua GCRA", "RL.SLIDINGLOG": "Lua sliding log"}
+# Targets of issue 4: server µs per call vs SET … PX, throughput vs SET … PX.
+US_TARGET = {"RL.SLIDINGLOG": 3.0}
+US_TARGET_DEFAULT = 1.5
+RPS_TARGET = 0.7
+
+
+def free_port():
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port <= 55535:
+            return port
+
+
+class Server:
+    def __init__(self, module, core):
+        self.dir = tempfile.TemporaryDirectory(prefix="rl-bench-")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["taskset", "-c", str(core), "redis-server", "--port", str(self.port),
+             "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir.name, "--loadmodule", module],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(500):
+            if self.cli("PING", check=False) == "PONG":
+                return
+            time.sleep(0.01)
+        raise SystemExit("redis-server did not start")
+
+    def cli(self, *args, check=True):
+        r = subprocess.run(["redis-cli", "-p", str(self.port), *map(str, args)],
+                           capture_output=True, text=True)
+        if check and r.returncode != 0:
+            raise SystemExit(f"redis-cli {args}: {r.stderr}")
+        return r.stdout.strip()
+
+    def stop(self):
+        self.cli("SHUTDOWN", "NOSAVE", check=False)
+        self.proc.wait(timeout=10)
+        self.dir.cleanup()
+
+
+def commandstats(server, name):
+    info = server.cli("INFO", "commandstats")
+    m = re.search(rf"cmdstat_{re.escape(name)}:calls=(\d+),usec=(\d+),usec_per_call=([\d.]+)", info)
+    return float(m.group(3)) if m else float("nan")
+
+
+def run_benchmark(server, argv, core, requests, clients, pipeline, random_keys):
+    cmd = ["taskset", "-c", str(core), "redis-benchmark", "-p", str(server.port),
+           "-n", str(requests), "-c", str(clients), "-P", str(pipeline), "--csv"]
+    if random_keys:
+        cmd += ["-r", str(KEYSPACE)]
+    r = subprocess.run(cmd + argv, capture_output=True, text=True)
+    lines = [l for l in r.stdout.splitlines() if l.strip()]
+    if r.returncode != 0 or len(lines) < 2:
+        raise SystemExit(f"redis-benchmark failed for {argv}: {r.stdout}{r.stderr}")
+    return float(lines[-1].split(",")[1].strip('"'))
+
+
+def measure(server, commands, shas, rounds, requests, clients, pipeline, random_keys, client_core):
+    """{label: (median rps, median server µs per call)}"""
+    samples = {label: ([], []) for label, _, _ in commands}
+    for _ in range(rounds):
+        for label, stat, argv in commands:
+            argv = [shas.get(a, a) for a in argv]
+            if not random_keys:
+                argv = [a.replace("__rand_int__", "hot") for a in argv]
+            server.cli("FLUSHALL")
+            server.cli("CONFIG", "RESETSTAT")
+            rps = run_benchmark(server, argv, client_core, requests, clients, pipeline, random_keys)
+            samples[label][0].append(rps)
+            samples[label][1].append(commandstats(server, stat))
+    return {k: (statistics.median(v[0]), statistics.median(v[1])) for k, v in samples.items()}
+
+
+def net_memory(server, argv_for_key, name="user:12345"):
+    """MEMORY USAGE of the limiter key minus that of a plain key with the same name length."""
+    server.cli("FLUSHALL")
+    server.cli(*[a.replace("KEY", name) for a in argv_for_key])
+    used = int(server.cli("MEMORY", "USAGE", name, "SAMPLES", "0"))
+    plain = name[:-1] + "9"
+    server.cli("SET", plain, "1")
+    base = int(server.cli("MEMORY", "USAGE", plain, "SAMPLES", "0"))
+    return used - base
+
+
+def log_bytes_per_entry(server, entries):
+    server.cli("FLUSHALL")
+    server.cli("RL.SLIDINGLOG", "one", "100000", "600")
+    server.cli("RL.SLIDINGLOG", "log", "100000", "600", "TOKENS", entries)
+    one = int(server.cli("MEMORY", "USAGE", "one", "SAMPLES", "0"))
+    many = int(server.cli("MEMORY", "USAGE", "log", "SAMPLES", "0"))
+    return (many - one) / (entries - 1), server.cli("OBJECT", "ENCODING", "log")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--requests", type=int, default=200_000)
+    ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libredis_ratelimit.so"))
+    ap.add_argument("--write-readme", action="store_true", help="write the table to bench/README.md")
+    args = ap.parse_args()
+    if not os.path.exists(args.module):
+        raise SystemExit(f"{args.module} not found: run `make build` first")
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("needs 2 cores: server and client are pinned to different ones")
+
+    server = Server(args.module, core=0)
+    try:
+        shas = {}
+        for tag, file in (("{gcra}", "gcra.lua"), ("{log}", "sliding_log.lua")):
+            with open(os.path.join(HERE, file)) as f:
+                shas[tag] = server.cli("SCRIPT", "LOAD", f.read())
+        version = server.cli("INFO", "server")
+        version = re.search(r"(?:valkey|redis)_version:(\S+)", version).group(0)
+
+        out = []
+        def say(line=""):
+            print(line, flush=True)
+            out.append(line)
+
+        main_runs = measure(server, COMMANDS, shas, args.rounds, args.requests, 50, 16, True, 1)
+        hot = measure(server, COMMANDS, shas, args.rounds, args.requests // 4, 50, 16, False, 1)
+        unpipelined = measure(server, COMMANDS, shas, args.rounds, args.requests // 10, 1, 1, True, 1)
+
+        memory = {
+            "RL.GCRA": net_memory(server, ["RL.GCRA", "KEY", "99", "1", "6"]),
+            "RL.TOKENBUCKET": net_memory(server, ["RL.TOKENBUCKET", "KEY", "100", "3", "6"]),
+            "CL.THROTTLE": net_memory(server, ["CL.THROTTLE", "KEY", "99", "1", "6"]),
+            "RL.FIXEDWINDOW": net_memory(server, ["RL.FIXEDWINDOW", "KEY", "1000", "60"]),
+            "RL.SLIDINGWINDOW": net_memory(server, ["RL.SLIDINGWINDOW", "KEY", "1000", "60"]),
+            "RL.LEAKYBUCKET": net_memory(server, ["RL.LEAKYBUCKET", "KEY", "100", "3", "6"]),
+            "RL.SLIDINGLOG": net_memory(server, ["RL.SLIDINGLOG", "KEY", "100", "60"]),
+        }
+        per_entry = {n: log_bytes_per_entry(server, n) for n in (10, 100, 1000)}
+    finally:
+        server.stop()
+
+    set_rps, set_us = main_runs["SET PX 60000"]
+    _, incr_us = main_runs["INCR"]
+    say(f"Server: {version}; {platform.machine()}, {os.cpu_count()} cores; server pinned to core 0, "
+        f"redis-benchmark to core 1; {args.rounds} rounds, medians; {args.requests} requests per run, "
+        f"50 clients, pipeline 16, random keys over {KEYSPACE}.")
+    say()
+    say("| command | req/s | µs/call (server) | × SET PX µs | × INCR µs | req/s ÷ SET PX | × faster than Lua | hot key µs/call | unpipelined req/s | bytes/key (net) | targets |")
+    say("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    failures = []
+    for label, _, _ in COMMANDS:
+        rps, us = main_runs[label]
+        row = [label, f"{rps:,.0f}", f"{us:.3f}", f"{us / set_us:.2f}", f"{us / incr_us:.2f}", f"{rps / set_rps:.2f}"]
+        lua = LUA_OF.get(label)
+        row.append(f"{main_runs[lua][1] / us:.1f}" if lua else "")
+        row += [f"{hot[label][1]:.3f}", f"{unpipelined[label][0]:,.0f}"]
+        mem = memory.get(label)
+        row.append(str(mem) if mem is not None else "")
+        verdict = ""
+        if label.startswith(("RL.", "CL.")):
+            checks = []
+            us_max = US_TARGET.get(label, US_TARGET_DEFAULT)
+            checks.append((f"µs ≤ {us_max}×SET", us / set_us <= us_max))
+            if label not in US_TARGET:
+                checks.append((f"req/s ≥ {RPS_TARGET}×SET", rps / set_rps >= RPS_TARGET))
+            if lua:
+                need = 3.0 if label == "RL.SLIDINGLOG" else 4.0
+                checks.append((f"≥ {need:g}× Lua", main_runs[lua][1] / us >= need))
+            mem_max = {"RL.FIXEDWINDOW": 40}.get(label, 48)
+            if mem is not None and label != "RL.SLIDINGLOG":
+                checks.append((f"≤ {mem_max} B", mem <= mem_max))
+            verdict = "ok" if all(ok for _, ok in checks) else "MISSED: " + ", ".join(n for n, ok in checks if not ok)
+            if not verdict == "ok":
+                failures.append(f"{label}: {verdict}")
+        row.append(verdict)
+        say("| " + " | ".join(row) + " |")
+    say()
+    say("Sliding log, bytes per logged request (target ≤ 16):")
+    for n, (b, enc) in per_entry.items():
+        say(f"- {n} entries: {b:.1f} bytes ({enc})")
+        if n <= 100 and b > 16:
+            failures.append(f"RL.SLIDINGLOG: {b:.1f} bytes per entry at {n}")
+    say()
+    say("Targets missed: " + ("none" if not failures else "; ".join(failures)))
+
+    if args.write_readme:
+        with open(os.path.join(HERE, "README.md"), "w") as f:
+            f.write(README_HEAD)
+            f.write(f"Latest run ({time.strftime('%Y-%m-%d')}, `make bench`):\n\n")
+            f.write("\n".join(out) + "\n")
+    return 0
+
+
+README_HEAD = """# Benchmarks
+
+`make bench` builds the release module and runs `bench/bench.py`: a throwaway
+redis-server with the module, pinned to core 0, driven by `redis-benchmark`
+pinned to core 1. Every round runs every command once (so they alternate), and
+the table shows medians over the rounds. Each command has its own key prefix
+and random keys over 100,000; parameters keep keys alive about 60 s, as the
+`SET key value PX 60000` baseline does, and keep calls on the allowed path
+(the one that writes). The Lua baselines, `gcra.lua` and `sliding_log.lua`,
+are the way most users rate limit with Redis today, run with `EVALSHA`.
+
+Columns: requests per second (client side); the server's µs per call from
+`INFO commandstats`; that µs as a multiple of `SET … PX` and of `INCR`; the
+throughput relative to `SET … PX`; how many times faster per call than the
+same algorithm in Lua; µs per call on one hot key (mostly limited calls,
+which write nothing); unpipelined requests per second (one client, latency
+bound); memory per key net of a plain key with the same name length
+(`MEMORY USAGE`, a 10-byte name).
+
+Targets (issue 4): µs per call ≤ 1.5 × `SET … PX` (the sliding log at limit
+100: ≤ 3 ×), throughput ≥ 0.7 × `SET … PX`, ≥ 4 × faster than Lua (the
+sliding log ≥ 3 ×), ≤ 48 bytes per key (fixed window ≤ 40), ≤ 16 bytes per
+logged request. Ratios, not absolute numbers, are what we compare.
+
+"""
+
+if __name__ == "__main__":
+    sys.exit(main())
