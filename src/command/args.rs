@@ -80,6 +80,15 @@ impl<'a> Args<'a> {
     /// Redis parses floats), as whole microseconds.
     pub fn seconds_as_us(&self, i: usize, name: &'static str) -> Result<i64> {
         let s = *self.argv.get(i).ok_or(Error::Syntax)?;
+        // Fast path: whole seconds, as most periods are. Any string the
+        // integer parser accepts, the float parser reads as the same value
+        // (exactly, within the accepted range), so the result is identical.
+        let to_ll = api!(RedisModule_StringToLongLong);
+        let mut whole: std::ffi::c_longlong = 0;
+        // SAFETY: `s` is a live argument string.
+        if unsafe { to_ll(s, &mut whole) } == raw::REDISMODULE_OK as i32 {
+            return seconds_to_us(whole as f64).ok_or(Error::BadPeriod { arg: name });
+        }
         let to_double = api!(RedisModule_StringToDouble);
         let mut secs = 0.0f64;
         // SAFETY: `s` is a live argument string.

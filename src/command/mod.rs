@@ -315,6 +315,10 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
                 let f = raw::RedisModule_FreeString;
                 f.is_some()
             }),
+            ("CreateString", {
+                let f = raw::RedisModule_CreateString;
+                f.is_some()
+            }),
             ("Milliseconds", {
                 let f = raw::RedisModule_Milliseconds;
                 f.is_some()
@@ -330,6 +334,7 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
     let Some(create) = (unsafe { raw::RedisModule_CreateCommand }) else {
         return redis_module::Status::Err;
     };
+    store::create_constants();
     for (spec, entry) in COMMANDS {
         // SAFETY: ctx is the load-time context; the strings are static.
         let status = unsafe {

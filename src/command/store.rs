@@ -9,6 +9,7 @@
 //! keyspace events, as that `SET` would.
 
 use std::ffi::{c_char, c_int};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString};
 
@@ -16,6 +17,24 @@ use super::api;
 use crate::algorithm::{Algorithm, Decision, STATE_BUF_LEN};
 use crate::error::{Error, Result};
 use crate::time::{ceil_ms, server_now_us};
+
+/// The `PXAT` argument of the propagated `SET`, created once at load so that
+/// propagating does not allocate it on every call (null until then).
+static PXAT: AtomicPtr<RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Creates the constant strings used when propagating effects. Called once,
+/// at load.
+pub fn create_constants() {
+    // SAFETY: a NULL context makes a string that lives until freed (never).
+    unsafe {
+        if let Some(create) = raw::RedisModule_CreateString {
+            PXAT.store(
+                create(std::ptr::null_mut(), c"PXAT".as_ptr(), 4),
+                Ordering::Relaxed,
+            );
+        }
+    }
+}
 
 /// An open key, closed on drop.
 pub struct Key {
@@ -102,16 +121,36 @@ impl Key {
                     what: "could not set the expiry",
                 });
             }
-            replicate(
-                self.ctx,
-                c"SET".as_ptr(),
-                c"sbcl".as_ptr(),
-                self.name,
+            let pxat = PXAT.load(Ordering::Relaxed);
+            let (value_ptr, expire_at_ms) = (
                 value.as_ptr().cast::<c_char>(),
-                value.len(),
-                c"PXAT".as_ptr(),
                 expire_at_ms as std::ffi::c_longlong,
             );
+            if pxat.is_null() {
+                let fmt = c"sbcl".as_ptr();
+                replicate(
+                    self.ctx,
+                    c"SET".as_ptr(),
+                    fmt,
+                    self.name,
+                    value_ptr,
+                    value.len(),
+                    c"PXAT".as_ptr(),
+                    expire_at_ms,
+                );
+            } else {
+                let fmt = c"sbsl".as_ptr();
+                replicate(
+                    self.ctx,
+                    c"SET".as_ptr(),
+                    fmt,
+                    self.name,
+                    value_ptr,
+                    value.len(),
+                    pxat,
+                    expire_at_ms,
+                );
+            }
             notify(
                 self.ctx,
                 raw::REDISMODULE_NOTIFY_STRING as c_int,
