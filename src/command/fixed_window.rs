@@ -6,7 +6,7 @@
 
 use redis_module::raw::RedisModuleCtx;
 
-use super::{args::Args, store::decide_string, ReplyUnit, Spec};
+use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::{fixed_window::FixedWindow, Decision};
 use crate::error::Result;
 
@@ -16,6 +16,13 @@ pub const SPEC: Spec = Spec {
     max_argc: None,
     unit: ReplyUnit::Millis,
     flags: super::O1_FLAGS,
+    doc: &docs::CommandDoc {
+        summary: c"Rate limits with a fixed window counter: at most limit tokens per epoch-aligned window of window seconds.",
+        complexity: c"O(1)",
+        arity: -4,
+        acl_categories: "write fast",
+        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS],
+    },
     handler,
 };
 

@@ -6,7 +6,7 @@
 
 use redis_module::raw::RedisModuleCtx;
 
-use super::{args::Args, store::decide_string, ReplyUnit, Spec};
+use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::{gcra::Gcra, Decision};
 use crate::error::Result;
 
@@ -16,6 +16,13 @@ pub const SPEC: Spec = Spec {
     max_argc: None,
     unit: ReplyUnit::Millis,
     flags: super::O1_FLAGS,
+    doc: &docs::CommandDoc {
+        summary: c"Rate limits with the Generic Cell Rate Algorithm (GCRA): bursts of max_burst + 1, then tokens_per_period per period seconds.",
+        complexity: c"O(1)",
+        arity: -5,
+        acl_categories: "write fast",
+        args: &[docs::KEY, docs::int(c"max_burst"), docs::int(c"tokens_per_period"), docs::seconds(c"period"), docs::TOKENS],
+    },
     handler,
 };
 

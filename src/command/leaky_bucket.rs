@@ -7,7 +7,7 @@
 
 use redis_module::raw::RedisModuleCtx;
 
-use super::{args::Args, store::decide_string, ReplyUnit, Spec};
+use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::{leaky_bucket::LeakyBucket, Decision};
 use crate::error::Result;
 
@@ -17,6 +17,13 @@ pub const SPEC: Spec = Spec {
     max_argc: None,
     unit: ReplyUnit::Millis,
     flags: super::O1_FLAGS,
+    doc: &docs::CommandDoc {
+        summary: c"Shapes traffic with a leaky bucket queue: accepted requests get the delay before they may start.",
+        complexity: c"O(1)",
+        arity: -5,
+        acl_categories: "write fast",
+        args: &[docs::KEY, docs::int(c"capacity"), docs::int(c"leak_tokens"), docs::seconds(c"leak_period"), docs::TOKENS],
+    },
     handler,
 };
 

@@ -7,6 +7,9 @@
 //! error is replied before anything is written.
 
 pub mod args;
+#[cfg(debug_assertions)]
+pub mod debug;
+pub mod docs;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
@@ -87,6 +90,8 @@ pub struct Spec {
     pub unit: ReplyUnit,
     /// Command flags: [`O1_FLAGS`] for O(1) commands.
     pub flags: &'static CStr,
+    /// `COMMAND DOCS` and ACL categories, where the server supports them.
+    pub doc: &'static docs::CommandDoc,
     /// Parses the arguments, decides and writes; returns the decision.
     pub handler: fn(*mut RedisModuleCtx, &Args) -> Result<Decision>,
 }
@@ -179,6 +184,8 @@ entry_point!(rl_fixedwindow, fixed_window::SPEC);
 entry_point!(rl_slidingwindow, sliding_window::SPEC);
 entry_point!(rl_slidinglog, sliding_log::SPEC);
 entry_point!(rl_leakybucket, leaky_bucket::SPEC);
+#[cfg(debug_assertions)]
+entry_point!(rl_debugpanic, debug::SPEC);
 
 type EntryPoint = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
 
@@ -192,6 +199,12 @@ const COMMANDS: [(&Spec, EntryPoint); 7] = [
     (&sliding_log::SPEC, rl_slidinglog),
     (&leaky_bucket::SPEC, rl_leakybucket),
 ];
+
+/// Debug builds also have `RL.DEBUGPANIC` (see [`debug`]); release builds none.
+#[cfg(debug_assertions)]
+const DEBUG_COMMANDS: [(&Spec, EntryPoint); 1] = [(&debug::SPEC, rl_debugpanic)];
+#[cfg(not(debug_assertions))]
+const DEBUG_COMMANDS: [(&Spec, EntryPoint); 0] = [];
 
 /// Flags of the O(1) commands: they write, must not grow memory past
 /// `maxmemory`, and are fast. Commands whose cost grows with the key's size
@@ -335,7 +348,17 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
         return redis_module::Status::Err;
     };
     store::create_constants();
-    for (spec, entry) in COMMANDS {
+    // The module's ACL category, on servers that have module categories.
+    // SAFETY: a plain read of a function pointer set at load; ctx is the
+    // load context (the only place this call is allowed).
+    let module_category = match unsafe { raw::RedisModule_AddACLCategory } {
+        Some(add) => {
+            (unsafe { add(ctx.ctx, docs::MODULE_ACL_CATEGORY.as_ptr()) })
+                == raw::REDISMODULE_OK as c_int
+        }
+        None => false,
+    };
+    for &(spec, entry) in COMMANDS.iter().chain(DEBUG_COMMANDS.iter()) {
         // SAFETY: ctx is the load-time context; the strings are static.
         let status = unsafe {
             create(
@@ -353,6 +376,10 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
                 "ratelimit: could not register {}",
                 spec.name.to_string_lossy()
             ));
+            return redis_module::Status::Err;
+        }
+        if let Err(why) = docs::apply(ctx.ctx, spec.name, spec.doc, module_category) {
+            ctx.log_warning(&format!("ratelimit: {why}"));
             return redis_module::Status::Err;
         }
     }

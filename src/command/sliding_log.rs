@@ -19,7 +19,7 @@ use std::ffi::{c_int, c_longlong};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
-use super::{api, args::Args, store::Key, ReplyUnit, Spec};
+use super::{api, args::Args, docs, store::Key, ReplyUnit, Spec};
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog, TimestampLog};
 use crate::algorithm::Decision;
 use crate::error::{Error, Result};
@@ -31,6 +31,13 @@ pub const SPEC: Spec = Spec {
     max_argc: None,
     unit: ReplyUnit::Millis,
     flags: c"write deny-oom",
+    doc: &docs::CommandDoc {
+        summary: c"Rate limits with a sliding window log kept in a sorted set: exact over any window of window seconds.",
+        complexity: c"O(log(N) + M) with N entries in the log and M entries removed or added",
+        arity: -4,
+        acl_categories: "write",
+        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS],
+    },
     handler,
 };
 

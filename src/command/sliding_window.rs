@@ -7,7 +7,7 @@
 
 use redis_module::raw::RedisModuleCtx;
 
-use super::{args::Args, store::decide_string, ReplyUnit, Spec};
+use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::{sliding_window::SlidingWindow, Decision};
 use crate::error::Result;
 
@@ -17,6 +17,13 @@ pub const SPEC: Spec = Spec {
     max_argc: None,
     unit: ReplyUnit::Millis,
     flags: super::O1_FLAGS,
+    doc: &docs::CommandDoc {
+        summary: c"Rate limits with the sliding window counter: the previous window weighted by its overlap plus the current one.",
+        complexity: c"O(1)",
+        arity: -4,
+        acl_categories: "write fast",
+        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS],
+    },
     handler,
 };
 

@@ -16,7 +16,7 @@
 
 use redis_module::raw::RedisModuleCtx;
 
-use super::{args::Args, store::decide_string, ReplyUnit, Spec};
+use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::{Algorithm, Decision, Outcome, STATE_BUF_LEN};
 use crate::error::{Error, Result};
@@ -28,6 +28,24 @@ pub const SPEC: Spec = Spec {
     max_argc: Some(6),
     unit: ReplyUnit::Seconds,
     flags: super::O1_FLAGS,
+    doc: &docs::CommandDoc {
+        summary: c"redis-cell compatible GCRA rate limiting: replies in seconds.",
+        complexity: c"O(1)",
+        arity: -5,
+        acl_categories: "write fast",
+        args: &[
+            docs::KEY,
+            docs::int(c"max_burst"),
+            docs::int(c"count_per_period"),
+            docs::int(c"period"),
+            docs::ArgDoc {
+                name: c"quantity",
+                kind: docs::ArgType::Integer,
+                token: None,
+                optional: true,
+            },
+        ],
+    },
     handler,
 };
 

@@ -1,0 +1,29 @@
+//! `RL.DEBUGPANIC` — debug builds only: a command whose handler panics, so
+//! that tests can show the command boundary ([`super::run`]) turns a panic into
+//! an `ERR` reply instead of aborting the server. Release builds do not have it.
+
+use redis_module::raw::RedisModuleCtx;
+
+use super::{args::Args, docs, ReplyUnit, Spec};
+use crate::algorithm::Decision;
+use crate::error::Result;
+
+pub const SPEC: Spec = Spec {
+    name: c"rl.debugpanic",
+    min_argc: 1,
+    max_argc: None,
+    unit: ReplyUnit::Millis,
+    flags: c"write",
+    doc: &docs::CommandDoc {
+        summary: c"Debug builds only: panics inside the handler to test panic containment.",
+        complexity: c"O(1)",
+        arity: -1,
+        acl_categories: "write",
+        args: &[],
+    },
+    handler,
+};
+
+fn handler(_ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+    panic!("RL.DEBUGPANIC called with {} arguments", args.len());
+}

@@ -1,0 +1,278 @@
+//! What a server offers beyond the commands themselves: command docs, ACL
+//! categories and key patterns, keyspace notifications, the cached clock in
+//! transactions, and panic containment. Gated on the server's version where
+//! an API only exists on newer servers (7.2+, Valkey; 7.4+ for module ACL
+//! categories).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{call, call_err, error_text, query, Server};
+
+/// Every command with arguments that work on a fresh `rl:` key.
+const COMMANDS: [&[&str]; 7] = [
+    &["RL.GCRA", "KEY", "4", "10", "1"],
+    &["RL.TOKENBUCKET", "KEY", "5", "10", "1"],
+    &["CL.THROTTLE", "KEY", "4", "10", "1"],
+    &["RL.FIXEDWINDOW", "KEY", "5", "1"],
+    &["RL.SLIDINGWINDOW", "KEY", "5", "1"],
+    &["RL.SLIDINGLOG", "KEY", "5", "1"],
+    &["RL.LEAKYBUCKET", "KEY", "5", "10", "1"],
+];
+
+fn with_key<'a>(cmd: &[&'a str], key: &'a str) -> Vec<&'a str> {
+    cmd.iter()
+        .map(|&a| if a == "KEY" { key } else { a })
+        .collect()
+}
+
+/// (major, minor) of the Redis API the server implements, and whether it is Valkey.
+fn server_version(con: &mut redis::Connection) -> ((u32, u32), bool) {
+    let info: String = query(con, &["INFO", "server"]).unwrap();
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    let version = field("redis_version:").unwrap_or("0.0");
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0)),
+        field("valkey_version:").is_some(),
+    )
+}
+
+fn has_acl_categories(con: &mut redis::Connection) -> bool {
+    server_version(con).0 >= (7, 2)
+}
+
+fn has_module_categories(con: &mut redis::Connection) -> bool {
+    let ((major, minor), valkey) = server_version(con);
+    !valkey && (major, minor) >= (7, 4)
+}
+
+#[test]
+fn command_docs_show_summary_arguments_complexity_and_since() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for cmd in COMMANDS {
+        let name = cmd[0].to_lowercase();
+        let docs: redis::Value = query(&mut con, &["COMMAND", "DOCS", &name]).unwrap();
+        let text = format!("{docs:?}");
+        for field in [
+            "summary",
+            "complexity",
+            "since",
+            "arguments",
+            "key",
+            "0.1.0",
+        ] {
+            assert!(text.contains(field), "{name}: no {field} in {text}");
+        }
+        let complexity = if name == "rl.slidinglog" {
+            "O(log(N) + M)"
+        } else {
+            "O(1)"
+        };
+        assert!(text.contains(complexity), "{name}: {text}");
+        if name != "cl.throttle" {
+            assert!(
+                text.contains("TOKENS"),
+                "{name}: the TOKENS option is not documented"
+            );
+        }
+    }
+}
+
+#[test]
+fn acl_key_patterns_apply_to_the_limiter_key() {
+    let server = Server::start();
+    let mut admin = server.connect();
+    let _: () = query(
+        &mut admin,
+        &["ACL", "SETUSER", "app", "on", ">pw", "~rl:*", "+@all"],
+    )
+    .unwrap();
+    let mut app = server.connect();
+    let _: () = query(&mut app, &["AUTH", "app", "pw"]).unwrap();
+    for (i, cmd) in COMMANDS.iter().enumerate() {
+        let (allowed_key, other_key) = (format!("rl:user:{i}"), format!("other:user:{i}"));
+        let allowed = call(&mut app, &with_key(cmd, &allowed_key));
+        assert_eq!(allowed[0], 0, "{cmd:?}");
+        let err = call_err(&mut app, &with_key(cmd, &other_key));
+        assert!(err.starts_with("NOPERM"), "{cmd:?}: {err}");
+    }
+}
+
+#[test]
+fn acl_categories_write_fast_and_ratelimit() {
+    let server = Server::start();
+    let mut admin = server.connect();
+    let users = [
+        ("nowrite", vec!["+@all", "-@write"]),
+        ("fastonly", vec!["+@fast"]),
+        ("limiter", vec!["+@ratelimit"]),
+    ];
+    let acl_categories = has_acl_categories(&mut admin);
+    let module_categories = has_module_categories(&mut admin);
+    for (user, rules) in &users {
+        if *user == "limiter" && !module_categories {
+            continue;
+        }
+        let mut args = vec!["ACL", "SETUSER", user, "on", ">pw", "~*"];
+        args.extend(rules.iter().copied());
+        let _: () = query(&mut admin, &args).unwrap();
+    }
+    let login = |user: &str| {
+        let mut con = server.connect();
+        let _: () = query(&mut con, &["AUTH", user, "pw"]).unwrap();
+        con
+    };
+    if !acl_categories {
+        return; // Redis 7.0 puts module commands in no ACL category but @all.
+    }
+    // Without @write, no command may run.
+    let mut nowrite = login("nowrite");
+    for cmd in COMMANDS {
+        let err = call_err(&mut nowrite, &with_key(cmd, "k"));
+        assert!(err.starts_with("NOPERM"), "{cmd:?}: {err}");
+    }
+    // With only @fast: the O(1) commands, not the sliding log.
+    let mut fast = login("fastonly");
+    for cmd in COMMANDS {
+        let r: redis::RedisResult<redis::Value> = {
+            let args = with_key(cmd, "k");
+            query(&mut fast, &args)
+        };
+        if cmd[0] == "RL.SLIDINGLOG" {
+            let e = r.expect_err("the sliding log is not @fast");
+            assert!(error_text(&e).starts_with("NOPERM"), "{e}");
+        } else {
+            assert!(r.is_ok(), "{cmd:?}: {r:?}");
+        }
+    }
+    if module_categories {
+        let mut limiter = login("limiter");
+        for cmd in COMMANDS {
+            assert!(call(&mut limiter, &with_key(cmd, "k2"))[1] > 0, "{cmd:?}");
+        }
+        let cats: Vec<String> = query(&mut admin, &["ACL", "CAT"]).unwrap();
+        assert!(cats.iter().any(|c| c == "ratelimit"), "{cats:?}");
+    }
+}
+
+/// The next keyevent on `pubsub`: (event, key).
+fn next_event(pubsub: &mut redis::PubSub) -> (String, String) {
+    let msg = pubsub.get_message().expect("a keyspace event within 2 s");
+    let event = msg
+        .get_channel_name()
+        .trim_start_matches("__keyevent@0__:")
+        .to_string();
+    (event, msg.get_payload().unwrap())
+}
+
+#[test]
+fn writes_raise_the_keyspace_events_of_set_expire_and_zadd() {
+    let server = Server::start_with(&["--save", "", "--notify-keyspace-events", "KEA"]);
+    let mut con = server.connect();
+    let mut sub = server.connect();
+    sub.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.psubscribe("__keyevent@0__:*").unwrap();
+    let evt = |e: &str| (e.to_string(), "evt".to_string());
+    for cmd in COMMANDS {
+        if cmd[0] == "RL.SLIDINGLOG" {
+            continue;
+        }
+        call(&mut con, &with_key(cmd, "evt"));
+        assert_eq!(next_event(&mut pubsub), evt("set"), "{cmd:?}");
+        assert_eq!(next_event(&mut pubsub), evt("expire"), "{cmd:?}");
+        // A limited call (a cost above the limit) raises nothing; DEL raises `del`.
+        let mut limited = with_key(cmd, "evt");
+        if cmd[0] == "CL.THROTTLE" {
+            limited.push("99");
+        } else {
+            limited.extend(["TOKENS", "99"]);
+        }
+        assert_eq!(call(&mut con, &limited)[0], 1);
+        let _: () = query(&mut con, &["DEL", "evt"]).unwrap();
+        assert_eq!(
+            next_event(&mut pubsub),
+            evt("del"),
+            "{cmd:?}: a limited call raised an event"
+        );
+    }
+    let log = |e: &str| (e.to_string(), "log".to_string());
+    call(
+        &mut con,
+        &["RL.SLIDINGLOG", "log", "3", "0.2", "TOKENS", "2"],
+    );
+    assert_eq!(next_event(&mut pubsub), log("zadd"));
+    assert_eq!(next_event(&mut pubsub), log("expire"));
+    std::thread::sleep(Duration::from_millis(100));
+    call(&mut con, &["RL.SLIDINGLOG", "log", "3", "0.2"]);
+    assert_eq!(next_event(&mut pubsub), log("zadd"));
+    assert_eq!(next_event(&mut pubsub), log("expire"));
+    // 0.2 s after the first two entries they leave the window (the third
+    // keeps the key alive): removing them raises zremrangebyscore.
+    std::thread::sleep(Duration::from_millis(120));
+    call(&mut con, &["RL.SLIDINGLOG", "log", "3", "0.2"]);
+    assert_eq!(next_event(&mut pubsub), log("zremrangebyscore"));
+    assert_eq!(next_event(&mut pubsub), log("zadd"));
+    assert_eq!(next_event(&mut pubsub), log("expire"));
+}
+
+#[test]
+fn every_call_in_one_transaction_sees_the_same_instant() {
+    let server = Server::start();
+    let mut con = server.connect();
+    if !has_acl_categories(&mut con) {
+        return; // Redis 7.0 has no cached command time: the clock is read per call.
+    }
+    let (a, b): (Vec<i64>, Vec<i64>) = redis::pipe()
+        .atomic()
+        .cmd("RL.GCRA")
+        .arg("a")
+        .arg(0)
+        .arg(1)
+        .arg(10)
+        .cmd("RL.GCRA")
+        .arg("b")
+        .arg(0)
+        .arg(1)
+        .arg(10)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!((a[0], b[0]), (0, 0));
+    let tat_a: i64 = query(&mut con, &["GET", "a"]).unwrap();
+    let tat_b: i64 = query(&mut con, &["GET", "b"]).unwrap();
+    assert_eq!(
+        tat_a, tat_b,
+        "two calls in one MULTI/EXEC saw different instants"
+    );
+    assert_ne!(
+        tat_a % 1000,
+        0,
+        "microsecond resolution expected on 7.2+ (flaky 1 in 1000)"
+    );
+}
+
+#[test]
+fn a_panic_in_a_handler_is_an_err_reply_not_a_crash() {
+    let mut server = Server::start();
+    let mut con = server.connect();
+    call(&mut con, &["RL.GCRA", "before", "4", "10", "100"]);
+    let err = call_err(&mut con, &["RL.DEBUGPANIC"]);
+    assert_eq!(
+        err,
+        "ERR internal error in the ratelimit module (a panic was caught); nothing was written"
+    );
+    assert!(server.is_alive(), "the server died");
+    assert_eq!(query::<String>(&mut con, &["PING"]).unwrap(), "PONG");
+    assert_eq!(
+        call(&mut con, &["RL.GCRA", "before", "4", "10", "100"])[2],
+        3,
+        "state survived"
+    );
+}
