@@ -406,3 +406,25 @@ fn slidinglog_is_not_flagged_fast_and_all_take_the_key_at_position_one() {
         );
     }
 }
+
+#[test]
+fn sliding_log_refuses_a_sorted_set_it_did_not_write() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let _: () = query(&mut con, &["ZADD", "board", "1", "alice", "2", "bob"]).unwrap();
+    let _: () = query(&mut con, &["ZADD", "times", "1763700000000000", "job-1"]).unwrap();
+    for key in ["board", "times"] {
+        let err = call_err(&mut con, &["RL.SLIDINGLOG", key, "5", "60"]);
+        assert_eq!(err, "ERR the value at this key is not RL.SLIDINGLOG state (it was written by something else)");
+        assert_eq!(
+            query::<i64>(&mut con, &["PTTL", key]).unwrap(),
+            -1,
+            "{key} got an expiry"
+        );
+    }
+    assert_eq!(
+        query::<i64>(&mut con, &["ZCARD", "board"]).unwrap(),
+        2,
+        "the leaderboard was trimmed"
+    );
+}

@@ -2,10 +2,12 @@
 //!
 //! The sliding window log ([`crate::algorithm::sliding_log`]) kept in a sorted
 //! set: one entry per accepted token, scored by its timestamp in µs. Members
-//! are small integers, unique within the set (`ZADD NX` skips any in use), so
-//! the set stays in Redis's compact listpack encoding up to
-//! `zset-max-listpack-entries` entries: about 12 bytes per logged token (a
-//! 64-bit score and a one- or two-byte member).
+//! are small integers below `max(2 × limit, 128)`, unique within the set
+//! (`ZADD NX` skips any in use), so the set stays in Redis's compact listpack
+//! encoding up to `zset-max-listpack-entries` entries: about 12 bytes per
+//! logged token at limit 100 (a 64-bit score and a two-byte member). A sorted
+//! set whose newest entry is not of that shape (a leaderboard, say) gets an
+//! `ERR … not RL.SLIDINGLOG state` reply and is left alone.
 //!
 //! An allowed request removes the entries that have left the window, adds
 //! its `n` entries and sets the key's absolute expiry; it propagates exactly
@@ -96,8 +98,15 @@ impl<'k> ZsetLog<'k> {
                 let mut score = 0.0;
                 let member = current(key.key, &mut score);
                 if !member.is_null() {
-                    newest = Some((score_us(score), member_id(member)));
+                    let id = member_id(member);
                     free_string(key.ctx, member);
+                    if !is_log_entry(score, id) {
+                        stop(key.key);
+                        return Err(Error::InvalidState {
+                            command: "RL.SLIDINGLOG",
+                        });
+                    }
+                    newest = Some((score_us(score), id.unwrap_or(0)));
                 }
             }
             stop(key.key);
@@ -171,16 +180,27 @@ impl TimestampLog for ZsetLog<'_> {
     }
 }
 
-/// The integer value of a member, or 0.
-fn member_id(member: *mut RedisModuleString) -> i64 {
+/// The integer value of a member, if it is one.
+fn member_id(member: *mut RedisModuleString) -> Option<i64> {
     let mut v: c_longlong = 0;
     // SAFETY: member is a live string.
     let ok = unsafe { raw::RedisModule_StringToLongLong.map(|f| f(member, &mut v)) };
-    if ok == Some(raw::REDISMODULE_OK as c_int) {
-        v
-    } else {
-        0
-    }
+    (ok == Some(raw::REDISMODULE_OK as c_int)).then_some(v)
+}
+
+/// Timestamps before this (March 1973, in µs) are not ones the module wrote.
+const MIN_TIMESTAMP_US: f64 = 1e14;
+
+/// Whether `(score, member)` can be an entry the module wrote: a whole
+/// number of µs since 1973 and a member below the largest member bound.
+/// Checked on the newest entry, so that a sorted set kept for something else
+/// (a leaderboard, a queue) is refused instead of trimmed.
+fn is_log_entry(score: f64, member: Option<i64>) -> bool {
+    let member_bound = SlidingLog::MAX_LIMIT * 2;
+    score.is_finite()
+        && score.fract() == 0.0
+        && score >= MIN_TIMESTAMP_US
+        && member.is_some_and(|m| (0..member_bound).contains(&m))
 }
 
 /// # Safety
