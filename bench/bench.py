@@ -7,7 +7,7 @@ Each round runs every command once, in order, so that the commands alternate
 within a round; the table reports medians over the rounds. Ratios, not
 absolute numbers, are what we compare.
 
-Usage: bench/bench.py [--rounds N] [--requests N] [--module PATH] [--write-readme]
+Usage: bench/bench.py [--rounds N] [--requests N] [--module PATH] [--server BIN] [--write-readme]
 Only the standard library; needs redis-server, redis-cli, redis-benchmark, taskset.
 """
 
@@ -59,11 +59,11 @@ def free_port():
 
 
 class Server:
-    def __init__(self, module, core):
+    def __init__(self, module, core, binary="redis-server"):
         self.dir = tempfile.TemporaryDirectory(prefix="rl-bench-")
         self.port = free_port()
         self.proc = subprocess.Popen(
-            ["taskset", "-c", str(core), "redis-server", "--port", str(self.port),
+            ["taskset", "-c", str(core), binary, "--port", str(self.port),
              "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", self.dir.name, "--loadmodule", module],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -145,6 +145,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--requests", type=int, default=200_000)
     ap.add_argument("--module", default=os.path.join(ROOT, "target/release/libredis_ratelimit.so"))
+    ap.add_argument("--server", default=os.environ.get("REDIS_SERVER", "redis-server"),
+                    help="the server binary (default: $REDIS_SERVER or redis-server)")
     ap.add_argument("--write-readme", action="store_true", help="write the table to bench/README.md")
     args = ap.parse_args()
     if not os.path.exists(args.module):
@@ -152,7 +154,7 @@ def main():
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("needs 2 cores: server and client are pinned to different ones")
 
-    server = Server(args.module, core=0)
+    server = Server(args.module, core=0, binary=args.server)
     try:
         shas = {}
         for tag, file in (("{gcra}", "gcra.lua"), ("{log}", "sliding_log.lua")):
