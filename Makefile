@@ -6,7 +6,7 @@ MODULE_RELEASE := target/release/libredis_ratelimit.so
 MODULE_DEBUG := target/debug/libredis_ratelimit.so
 
 .DEFAULT_GOAL := help
-.PHONY: help build build-debug run test test-unit test-integration lint fmt bench clean
+.PHONY: help build build-debug run test test-long test-unit test-integration compat lint fmt bench clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -23,11 +23,32 @@ run: build ## Build, then start redis-server with the module from redis.conf (12
 test: build-debug ## Build and run every test: unit, property and integration (real redis-server)
 	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test
 
+test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test
+	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*' -- --ignored
+
 test-unit: ## Only the unit and property tests (no server needed)
 	$(CARGO) test --lib
 
 test-integration: build-debug ## Only the integration tests against a real redis-server
 	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*'
+
+# The servers `make compat` runs the integration tests against: the default one
+# (Debian 12: Redis 7.0), then those scripts/servers.sh prepares under build/servers/.
+COMPAT_SERVERS = $(REDIS_SERVER) $(CURDIR)/build/servers/valkey-8.0/valkey-server $(CURDIR)/build/servers/redis-8.0/redis-server
+
+compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0 and Redis 8.0 (prepared by scripts/servers.sh)
+	scripts/servers.sh
+	@failed=(); \
+	for server in $(COMPAT_SERVERS); do \
+	  echo "== compat: $$server: $$($$server --version 2>&1)"; \
+	  if RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$$server $(CARGO) test --test '*'; then \
+	    echo "== compat: $$server: ok"; \
+	  else \
+	    echo "== compat: $$server: FAILED"; failed+=("$$server"); \
+	  fi; \
+	done; \
+	if [ $${#failed[@]} -gt 0 ]; then echo "compat: failed on: $${failed[*]}"; exit 1; fi; \
+	echo "compat: all servers passed"
 
 lint: ## cargo fmt --check and cargo clippy -D warnings
 	$(CARGO) fmt --all -- --check

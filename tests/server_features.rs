@@ -138,11 +138,13 @@ fn acl_categories_write_fast_and_ratelimit() {
         let err = call_err(&mut nowrite, &with_key(cmd, "k"));
         assert!(err.starts_with("NOPERM"), "{cmd:?}: {err}");
     }
-    // With only @fast: the O(1) commands, not the sliding log.
+    // With only @fast: the O(1) commands, not the sliding log. One key per
+    // command: each refuses a value another algorithm wrote.
     let mut fast = login("fastonly");
     for cmd in COMMANDS {
+        let key = format!("k:{}", cmd[0]);
         let r: redis::RedisResult<redis::Value> = {
-            let args = with_key(cmd, "k");
+            let args = with_key(cmd, &key);
             query(&mut fast, &args)
         };
         if cmd[0] == "RL.SLIDINGLOG" {
@@ -155,7 +157,8 @@ fn acl_categories_write_fast_and_ratelimit() {
     if module_categories {
         let mut limiter = login("limiter");
         for cmd in COMMANDS {
-            assert!(call(&mut limiter, &with_key(cmd, "k2"))[1] > 0, "{cmd:?}");
+            let key = format!("k2:{}", cmd[0]);
+            assert!(call(&mut limiter, &with_key(cmd, &key))[1] > 0, "{cmd:?}");
         }
         let cats: Vec<String> = query(&mut admin, &["ACL", "CAT"]).unwrap();
         assert!(cats.iter().any(|c| c == "ratelimit"), "{cats:?}");

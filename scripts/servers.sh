@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Prepares the extra servers `make compat` runs the integration tests against,
+# under build/servers/ (ignored by git), without installing them into the system:
+#
+#   build/servers/valkey-8.0/valkey-server  Valkey 8.0 from Debian bookworm-backports
+#                                           (binary packages unpacked with dpkg -x)
+#   build/servers/redis-8.0/redis-server    Redis 8.0 built from Debian trixie's `redis`
+#                                           source package (orig tarball, vendored deps)
+#
+# The Debian mirror is read from this machine's own apt configuration (set
+# DEBIAN_MIRROR to override it); apt runs with a private configuration under
+# build/apt/ (own sources list, lists, cache) and the system's archive keyring.
+# Idempotent: a server whose binary already exists and runs is not prepared again.
+# Prints the path of each server on stdout, one a line; progress goes to stderr.
+set -Eeuo pipefail
+trap 'echo "servers: error: line $LINENO: \"$BASH_COMMAND\" failed" >&2' ERR
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="$root/build"
+servers="$build/servers"
+aptdir="$build/apt"
+valkey_dir="$servers/valkey-8.0"
+valkey_bin="$valkey_dir/valkey-server"
+redis_dir="$servers/redis-8.0"
+redis_bin="$redis_dir/redis-server"
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+jobs="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
+[ "$jobs" -gt 2 ] || jobs=2
+
+log() { echo "servers: $*" >&2; }
+die() {
+  echo "servers: error: $*" >&2
+  exit 1
+}
+
+# `<binary> --version` prints "… v=X.Y.Z …"; succeeds if X.Y is $2.
+has_version() {
+  local out
+  out="$("$1" --version 2>/dev/null)" || return 1
+  [[ "$out" == *" v=$2."* ]]
+}
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+
+# ---------------------------------------------------------------- apt, privately
+apt_opts=()
+apt_ready=0
+
+# The URI of the Debian archive the system's apt already uses (the entry for
+# the release itself, not -security), e.g. http://deb.debian.org/debian/.
+debian_mirror() {
+  if [ -n "${DEBIAN_MIRROR:-}" ]; then
+    echo "${DEBIAN_MIRROR%/}/"
+    return
+  fi
+  local codename uri
+  codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
+  # apt-get indextargets reads both the one-line and the deb822 formats.
+  uri="$(apt-get indextargets --no-release-info --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
+    awk -v c="$codename" '$2 == c || $2 == "stable" { print $1; exit }')"
+  if [ -z "$uri" ]; then
+    # Fallback: parse the source files (deb822 `URIs:`, then one-line `deb URI suite`).
+    uri="$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)"
+  fi
+  if [ -z "$uri" ]; then
+    uri="$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' \
+      /etc/apt/sources.list 2>/dev/null || true)"
+  fi
+  [ -n "$uri" ] || die "no Debian mirror found in the apt configuration (set DEBIAN_MIRROR)"
+  echo "${uri%/}/"
+}
+
+setup_apt() {
+  [ "$apt_ready" -eq 0 ] || return 0
+  local mirror arch
+  mirror="$(debian_mirror)"
+  arch="$(dpkg --print-architecture)"
+  [ -r "$keyring" ] || die "$keyring missing (install debian-archive-keyring)"
+  mkdir -p "$aptdir/lists/partial" "$aptdir/cache/archives/partial"
+  cat >"$aptdir/sources.list" <<EOF
+# Written by scripts/servers.sh; used only with its private apt options.
+deb [arch=$arch signed-by=$keyring] $mirror bookworm-backports main
+deb-src [signed-by=$keyring] $mirror trixie main
+EOF
+  apt_opts=(
+    -o "Dir::Etc::SourceList=$aptdir/sources.list"
+    -o "Dir::Etc::SourceParts=/dev/null"
+    -o "Dir::Etc::Preferences=/dev/null"
+    -o "Dir::Etc::PreferencesParts=/dev/null"
+    -o "Dir::State::Lists=$aptdir/lists"
+    -o "Dir::Cache=$aptdir/cache"
+    -o "Dir::Cache::pkgcache=$aptdir/cache/pkgcache.bin"
+    -o "Dir::Cache::srcpkgcache=$aptdir/cache/srcpkgcache.bin"
+    -o "APT::Architectures=$arch"
+    -o "Acquire::Languages=none"
+    -o "APT::Sandbox::User=root"
+  )
+  log "apt-get update (bookworm-backports, trixie sources) from $mirror"
+  local t0=$SECONDS
+  apt-get "${apt_opts[@]}" -qq update </dev/null ||
+    die "apt-get update with $aptdir/sources.list failed"
+  log "apt-get update took $((SECONDS - t0)) s"
+  apt_ready=1
+}
+
+# Installs system packages the build needs, only those missing.
+install_system() {
+  [ $# -gt 0 ] || return 0
+  log "installing $* (system apt)"
+  "${sudo_cmd[@]}" apt-get update -qq </dev/null
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "$@" </dev/null ||
+    die "could not install $*"
+}
+
+# ---------------------------------------------------------------- Valkey 8.0
+# Downloads (system apt: they come from the release itself) and unpacks into
+# $valkey_dir the packages the given .debs depend on that are not installed.
+unpack_missing_deps() {
+  local deps=() dep pkgs=() deb
+  for deb in "$@"; do
+    # "libc6 (>= 2.34), libjemalloc2 (>= 5.1), a | b" -> first alternatives, bare names.
+    while IFS= read -r dep; do
+      [ -n "$dep" ] && deps+=("$dep")
+    done < <(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed -E 's/\|.*//; s/\(.*\)//; s/:any//; s/[[:space:]]//g')
+  done
+  for dep in $(printf '%s\n' "${deps[@]}" | sort -u); do
+    [[ "$dep" == valkey-* ]] && continue
+    [ "$(dpkg-query -W -f='${db:Status-Status}' "$dep" 2>/dev/null || true)" = installed ] && continue
+    pkgs+=("$dep")
+  done
+  [ ${#pkgs[@]} -gt 0 ] || die "valkey-server lacks libraries, but all its dependencies are installed"
+  local dl="$servers/downloads/valkey-deps"
+  rm -rf "$dl"
+  mkdir -p "$dl"
+  log "downloading ${pkgs[*]} (system apt) to unpack next to valkey"
+  if ! (cd "$dl" && apt-get -qq -o APT::Sandbox::User=root download "${pkgs[@]}" </dev/null); then
+    "${sudo_cmd[@]}" apt-get update -qq </dev/null
+    (cd "$dl" && apt-get -qq -o APT::Sandbox::User=root download "${pkgs[@]}" </dev/null) ||
+      die "apt-get download ${pkgs[*]} failed"
+  fi
+  for deb in "$dl"/*.deb; do
+    dpkg -x "$deb" "$valkey_dir"
+  done
+}
+
+prepare_valkey() {
+  if has_version "$valkey_bin" 8.0; then
+    log "valkey 8.0 already prepared"
+    return
+  fi
+  setup_apt
+  local t0 dl missing deb
+  t0=$SECONDS
+  dl="$servers/downloads/valkey"
+  rm -rf "$dl" "$valkey_dir"
+  mkdir -p "$dl" "$valkey_dir"
+  log "downloading valkey-server, valkey-tools from bookworm-backports"
+  (cd "$dl" && apt-get "${apt_opts[@]}" -qq download valkey-server valkey-tools </dev/null) ||
+    die "apt-get download valkey-server valkey-tools failed"
+  for deb in "$dl"/*.deb; do
+    dpkg -x "$deb" "$valkey_dir"
+  done
+  [ -x "$valkey_dir/usr/bin/valkey-server" ] || die "no usr/bin/valkey-server in the valkey packages"
+  # Shared libraries the system lacks (e.g. libjemalloc2, liblzf1 on a machine
+  # without redis-server): unpack the packages valkey depends on that are not
+  # installed next to it, and point the loader at them through a wrapper.
+  missing="$({ ldd "$valkey_dir/usr/bin/valkey-server" || true; } | awk '/not found/ { print $1 }')"
+  if [ -z "$missing" ]; then
+    ln -sfn usr/bin/valkey-server "$valkey_bin"
+  else
+    log "valkey-server needs libraries this system lacks: $(echo $missing)"
+    unpack_missing_deps "$dl"/*.deb
+    local multiarch libpath
+    multiarch="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)"
+    libpath="$valkey_dir/usr/lib/$multiarch:$valkey_dir/lib/$multiarch"
+    missing="$({ LD_LIBRARY_PATH="$libpath" ldd "$valkey_dir/usr/bin/valkey-server" || true; } | awk '/not found/ { print $1 }')"
+    [ -z "$missing" ] || die "valkey-server still lacks $(echo $missing) after unpacking its dependencies"
+    cat >"$valkey_bin" <<EOF
+#!/bin/sh
+# Written by scripts/servers.sh: valkey-server with the libraries unpacked next to it.
+here="\$(cd "\$(dirname "\$0")" && pwd)"
+LD_LIBRARY_PATH="\$here/usr/lib/$multiarch:\$here/lib/$multiarch\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
+exec "\$here/usr/bin/valkey-server" "\$@"
+EOF
+    chmod +x "$valkey_bin"
+  fi
+  has_version "$valkey_bin" 8.0 ||
+    die "$valkey_bin --version does not report 8.0: $("$valkey_bin" --version 2>&1 || true)"
+  log "valkey 8.0 ready in $((SECONDS - t0)) s (download and unpack)"
+}
+
+# ---------------------------------------------------------------- Redis 8.0
+prepare_redis() {
+  if has_version "$redis_bin" 8.0; then
+    log "redis 8.0 already prepared"
+    return
+  fi
+  local need=() t0 t1 src orig tree
+  command -v cc >/dev/null 2>&1 || need+=(build-essential)
+  command -v c++ >/dev/null 2>&1 || need+=(g++)
+  command -v make >/dev/null 2>&1 || need+=(make)
+  command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+  install_system "${need[@]}"
+  t0=$SECONDS
+  src="$servers/downloads/redis-src"
+  mkdir -p "$src"
+  orig="$(find "$src" -maxdepth 1 -name 'redis_8.0*.orig.tar.*' ! -name '*.asc' | head -n 1)"
+  if [ -z "$orig" ]; then
+    setup_apt
+    log "downloading the source package redis from trixie"
+    (cd "$src" && apt-get "${apt_opts[@]}" -qq source --download-only redis </dev/null) ||
+      die "apt-get source --download-only redis failed"
+    orig="$(find "$src" -maxdepth 1 -name 'redis_8.0*.orig.tar.*' ! -name '*.asc' | head -n 1)"
+    [ -n "$orig" ] || die "trixie's redis source package has no 8.0 orig tarball: $(ls "$src")"
+  fi
+  t1=$SECONDS
+  log "$(basename "$orig") ready in $((t1 - t0)) s"
+  tree="$servers/downloads/redis-build"
+  rm -rf "$tree"
+  mkdir -p "$tree"
+  tar -xf "$orig" -C "$tree" --strip-components=1
+  log "building redis-server (make -j$jobs BUILD_TLS=no), about 2 min"
+  # GIT_CEILING_DIRECTORIES: the build stamps `git rev-parse HEAD` into the binary;
+  # keep it from finding this project's repository above the tree.
+  GIT_CEILING_DIRECTORIES="$servers/downloads" make -C "$tree" -j"$jobs" BUILD_TLS=no >"$servers/downloads/redis-build.log" 2>&1 ||
+    die "the Redis build failed; last lines of $servers/downloads/redis-build.log:
+$(tail -n 30 "$servers/downloads/redis-build.log")"
+  mkdir -p "$redis_dir"
+  cp "$tree/src/redis-server" "$redis_bin.tmp"
+  mv "$redis_bin.tmp" "$redis_bin"
+  rm -rf "$tree"
+  has_version "$redis_bin" 8.0 ||
+    die "$redis_bin --version does not report 8.0: $("$redis_bin" --version 2>&1 || true)"
+  log "redis 8.0 built in $((SECONDS - t1)) s"
+}
+
+mkdir -p "$servers"
+prepare_valkey
+prepare_redis
+echo "$valkey_bin"
+echo "$redis_bin"
