@@ -93,12 +93,12 @@ fn fixed_window_counts_per_window_and_expires_at_its_end() {
         )[..4],
         [1, 3, 0, -1]
     );
-    // Stored as <window_index>:<count>, expiring at the window's end.
+    // Stored as <window_start_us>:<count>, expiring at the window's end.
     let now_us = server_now_us(&mut con);
     let index = now_us / 3_600_000_000;
     assert_eq!(
         query::<String>(&mut con, &["GET", "f"]).unwrap(),
-        format!("{index}:3")
+        format!("{}:3", index * 3_600_000_000)
     );
     let expire_ms: i64 = query(&mut con, &["PEXPIRETIME", "f"]).unwrap();
     assert_eq!(expire_ms, (index + 1) * 3_600_000);
@@ -126,7 +126,7 @@ fn sliding_window_counter_stores_both_counts_compactly() {
     let index = server_now_us(&mut con) / 3_600_000_000;
     assert_eq!(
         query::<String>(&mut con, &["GET", "s"]).unwrap(),
-        format!("{index}:0:5")
+        format!("{}:0:5", index * 3_600_000_000)
     );
     // Both counts leave at the end of the next window: the key expires then.
     let expire_ms: i64 = query(&mut con, &["PEXPIRETIME", "s"]).unwrap();
@@ -431,4 +431,19 @@ fn sliding_log_refuses_a_sorted_set_it_did_not_write() {
         2,
         "the leaderboard was trimmed"
     );
+}
+
+#[test]
+fn changing_the_window_of_a_live_key_never_pushes_it_into_the_far_future() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for cmd in ["RL.FIXEDWINDOW", "RL.SLIDINGWINDOW"] {
+        let key = cmd.to_lowercase();
+        // Full with 1 s windows, then read with 60 s ones.
+        assert_eq!(call(&mut con, &[cmd, &key, "2", "1", "TOKENS", "2"])[0], 0);
+        let r = call(&mut con, &[cmd, &key, "2", "60"]);
+        assert!(r[4] <= 120_000, "{cmd}: reset after {} ms", r[4]);
+        let pttl: i64 = query(&mut con, &["PTTL", &key]).unwrap();
+        assert!(pttl <= 120_001, "{cmd}: the key now lives {pttl} ms");
+    }
 }

@@ -7,25 +7,30 @@
 //! admitted per window. Simple and cheap, but up to `2 × limit` may pass
 //! around a window edge (the *edge burst*).
 //!
-//! **Stored value:** `<window_index>:<count>`, decimal. The index makes the
-//! counter exact even when the window end is not a whole millisecond (key
-//! expiry has millisecond resolution, and a key is still readable during the
-//! millisecond it expires in): a count from another window is never reused.
-//! The key expires at the window's end.
+//! **Stored value:** `<window_start_us>:<count>`, decimal: the window's start
+//! in µs since the epoch, and its count. Storing the start makes the counter
+//! exact even when the window end is not a whole millisecond (key expiry has
+//! millisecond resolution, and a key is still readable during the millisecond
+//! it expires in): a count from another window is never reused. Being an
+//! absolute time, it also stays meaningful when the `window` parameter of an
+//! existing key changes: a start that is not the current window's begins a
+//! new window. The key expires at the window's end.
 //!
-//! If the clock steps back into an earlier window, the stored (later) window
-//! keeps counting: the limiter never admits more than `limit` per window.
+//! If the clock steps back into an earlier window (the stored start lies
+//! ahead of now), the stored window keeps counting: the limiter never admits
+//! more than `limit` per window.
 
 use super::{
-    parse_decimal, sub, write_decimal, Algorithm, Decision, Outcome, Update, STATE_BUF_LEN,
+    parse_decimal, sub, window_start, write_decimal, Algorithm, Decision, Outcome, Update,
+    STATE_BUF_LEN,
 };
 use crate::error::{Error, Result};
 
 /// The count of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowCount {
-    /// `⌊start / window⌋` of the window counted.
-    pub window_index: i64,
+    /// Start of the window counted, µs since the epoch.
+    pub window_start_us: i64,
     /// Tokens admitted in that window.
     pub count: i64,
 }
@@ -68,13 +73,13 @@ impl Algorithm for FixedWindow {
     fn decode(bytes: &[u8]) -> Option<WindowCount> {
         let colon = bytes.iter().position(|&b| b == b':')?;
         Some(WindowCount {
-            window_index: parse_decimal(&bytes[..colon])?,
+            window_start_us: parse_decimal(&bytes[..colon])?,
             count: parse_decimal(&bytes[colon + 1..])?,
         })
     }
 
     fn encode(s: &WindowCount, buf: &mut [u8; STATE_BUF_LEN]) -> usize {
-        let end = write_decimal(s.window_index, buf, 0);
+        let end = write_decimal(s.window_start_us, buf, 0);
         buf[end] = b':';
         write_decimal(s.count, buf, end + 1)
     }
@@ -85,15 +90,15 @@ impl Algorithm for FixedWindow {
         now_us: i64,
         cost: i64,
     ) -> Result<Outcome<WindowCount>> {
-        let current = now_us.div_euclid(self.window_us);
-        // A stored window later than now's (the clock stepped back) keeps counting.
-        let (window_index, count) = match state {
-            Some(s) if s.window_index >= current => (s.window_index, s.count),
-            _ => (current, 0),
+        let current_start_us = window_start(now_us, self.window_us)?;
+        let (start_us, count) = match state {
+            // The clock stepped back: the stored (later) window keeps counting.
+            Some(s) if s.window_start_us > now_us => (s.window_start_us, s.count),
+            Some(s) if s.window_start_us == current_start_us => (current_start_us, s.count),
+            _ => (current_start_us, 0),
         };
-        let window_end_us = window_index
-            .checked_add(1)
-            .and_then(|i| i.checked_mul(self.window_us))
+        let window_end_us = start_us
+            .checked_add(self.window_us)
             .ok_or(Error::Overflow)?;
         let to_end_us = sub(window_end_us, now_us)?;
         let decision = |limited, count: i64, retry_after_us| Decision {
@@ -121,7 +126,7 @@ impl Algorithm for FixedWindow {
             decision: decision(false, new_count, None),
             update: (cost > 0).then_some(Update {
                 state: WindowCount {
-                    window_index,
+                    window_start_us: start_us,
                     count: new_count,
                 },
                 expire_at_us: window_end_us,
@@ -204,6 +209,23 @@ mod tests {
     }
 
     #[test]
+    fn changing_the_window_of_a_key_starts_a_new_window_not_a_far_future_one() {
+        // Written with 1 s windows, read with 60 s ones.
+        let one_second = FixedWindow::new(2, S).unwrap();
+        let s = one_second
+            .decide(None, T0 + 37 * S, 2)
+            .unwrap()
+            .update
+            .unwrap()
+            .state;
+        let minute = FixedWindow::new(2, 60 * S).unwrap();
+        let out = minute.decide(Some(s), T0 + 37 * S + 500 * MS, 1).unwrap();
+        assert!(!out.decision.limited);
+        assert_eq!(out.decision.reset_after_us, 60 * S - 37 * S - 500 * MS);
+        assert_eq!(out.update.unwrap().expire_at_us, T0 + 60 * S);
+    }
+
+    #[test]
     fn clock_stepping_back_keeps_counting_the_later_window() {
         let fw = FixedWindow::new(2, S).unwrap();
         let s = fw
@@ -221,11 +243,11 @@ mod tests {
     fn state_codec_round_trips_and_rejects_foreign_values() {
         let mut buf = [0u8; STATE_BUF_LEN];
         let s = WindowCount {
-            window_index: 1_763_700_000,
+            window_start_us: 1_763_700_000_000_000,
             count: 42,
         };
         let n = FixedWindow::encode(&s, &mut buf);
-        assert_eq!(&buf[..n], b"1763700000:42");
+        assert_eq!(&buf[..n], b"1763700000000000:42");
         assert_eq!(FixedWindow::decode(&buf[..n]), Some(s));
         for bad in [
             &b"42"[..],

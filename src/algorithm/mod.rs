@@ -19,6 +19,8 @@ pub mod token_bucket;
 
 #[cfg(test)]
 mod properties;
+#[cfg(test)]
+mod window_properties;
 
 use crate::error::{Error, Result};
 
@@ -121,6 +123,13 @@ pub(crate) fn to_i64(v: i128) -> Result<i64> {
 #[inline]
 pub(crate) fn sub(a: i64, b: i64) -> Result<i64> {
     a.checked_sub(b).ok_or(Error::Overflow)
+}
+
+/// The start of the epoch-aligned window of `window_us` that holds `t_us`:
+/// `⌊t / window⌋ × window`, or [`Error::Overflow`] below `i64::MIN`.
+#[inline]
+pub(crate) fn window_start(t_us: i64, window_us: i64) -> Result<i64> {
+    sub(t_us, t_us.rem_euclid(window_us))
 }
 
 /// `⌈a / b⌉` for `a ≥ 0`, `b > 0`.

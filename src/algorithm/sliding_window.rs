@@ -20,21 +20,26 @@
 //! later in the current window (as the previous window's weight drops), or in
 //! the next one (when the current count becomes the previous).
 //!
-//! **Stored value:** `<window_index>:<previous>:<current>`, decimal. The key
-//! expires at the end of the next window, when both counts have left the
-//! sliding window. If the clock steps back into an earlier window, the stored
-//! window is taken as current from its start (the most conservative reading).
+//! **Stored value:** `<window_start_us>:<previous>:<current>`, decimal: the
+//! start of the current window in µs since the epoch, and the two counts. An
+//! absolute start stays meaningful if the `window` parameter of an existing
+//! key changes (a start that is neither the current nor the previous window's
+//! begins afresh). The key expires at the end of the next window, when both
+//! counts have left the sliding window. If the clock steps back into an
+//! earlier window (the stored start lies ahead of now), the stored window is
+//! taken as current from its start (the most conservative reading).
 
 use super::{
-    parse_decimal, sub, to_i64, write_decimal, Algorithm, Decision, Outcome, Update, STATE_BUF_LEN,
+    parse_decimal, sub, to_i64, window_start, write_decimal, Algorithm, Decision, Outcome, Update,
+    STATE_BUF_LEN,
 };
 use crate::error::{Error, Result};
 
 /// The counts of the current window and the one before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowCounts {
-    /// `⌊start / window⌋` of the window `current` counts.
-    pub window_index: i64,
+    /// Start of the window `current` counts, µs since the epoch.
+    pub window_start_us: i64,
     /// Tokens admitted in the window before it.
     pub previous: i64,
     /// Tokens admitted in that window.
@@ -76,18 +81,18 @@ impl Algorithm for SlidingWindow {
 
     fn decode(bytes: &[u8]) -> Option<WindowCounts> {
         let mut parts = bytes.splitn(3, |&b| b == b':');
-        let window_index = parse_decimal(parts.next()?)?;
+        let window_start_us = parse_decimal(parts.next()?)?;
         let previous = parse_decimal(parts.next()?)?;
         let current = parse_decimal(parts.next()?)?;
         Some(WindowCounts {
-            window_index,
+            window_start_us,
             previous,
             current,
         })
     }
 
     fn encode(s: &WindowCounts, buf: &mut [u8; STATE_BUF_LEN]) -> usize {
-        let mut end = write_decimal(s.window_index, buf, 0);
+        let mut end = write_decimal(s.window_start_us, buf, 0);
         buf[end] = b':';
         end = write_decimal(s.previous, buf, end + 1);
         buf[end] = b':';
@@ -105,25 +110,20 @@ impl Algorithm for SlidingWindow {
         // The instant the limiter is read at: now, or the start of a stored
         // window that lies ahead of now (the clock stepped back).
         let t = match state {
-            Some(s) => s
-                .window_index
-                .checked_mul(w)
-                .ok_or(Error::Overflow)?
-                .max(now_us),
+            Some(s) => s.window_start_us.max(now_us),
             None => now_us,
         };
-        let index = t.div_euclid(w);
-        let elapsed = t - index * w; // 0 ≤ elapsed < W
+        let start_us = window_start(t, w)?;
+        let elapsed = t - start_us; // 0 ≤ elapsed < W
         let (previous, current) = match state {
-            Some(s) if s.window_index == index => (s.previous, s.current),
-            Some(s) if s.window_index == index - 1 => (s.current, 0),
+            Some(s) if s.window_start_us == start_us => (s.previous, s.current),
+            Some(s) if Some(s.window_start_us) == start_us.checked_sub(w) => (s.current, 0),
             _ => (0, 0),
         };
         let ahead = sub(t, now_us)?; // ≥ 0
         let window_start = |k: i64| {
-            index
-                .checked_add(k)
-                .and_then(|i| i.checked_mul(w))
+            k.checked_mul(w)
+                .and_then(|d| start_us.checked_add(d))
                 .ok_or(Error::Overflow)
         };
         let reset_after = |current: i64| -> Result<i64> {
@@ -135,8 +135,12 @@ impl Algorithm for SlidingWindow {
                 0
             })
         };
-        // The estimate, scaled by W.
-        let weighted = i128::from(previous) * i128::from(w - elapsed) + i128::from(current) * w128;
+        // The estimate, scaled by W. Counts near i64::MAX (only in a foreign
+        // value) could overflow even i128: checked.
+        let weighted = i128::from(previous)
+            .checked_mul(i128::from(w - elapsed))
+            .and_then(|p| p.checked_add(i128::from(current) * w128))
+            .ok_or(Error::Overflow)?;
         let limit = i128::from(self.limit);
         let refuse = |retry_after_us| -> Result<Outcome<WindowCounts>> {
             Ok(Outcome {
@@ -154,9 +158,9 @@ impl Algorithm for SlidingWindow {
             return refuse(None);
         }
         let need = i128::from(cost.max(0)) * w128;
-        if weighted + need <= limit * w128 {
+        let new_weighted = weighted.checked_add(need).ok_or(Error::Overflow)?;
+        if new_weighted <= limit * w128 {
             let new_current = current.checked_add(cost.max(0)).ok_or(Error::Overflow)?;
-            let new_weighted = weighted + need;
             return Ok(Outcome {
                 decision: Decision {
                     limited: false,
@@ -167,7 +171,7 @@ impl Algorithm for SlidingWindow {
                 },
                 update: (cost > 0).then_some(Update {
                     state: WindowCounts {
-                        window_index: index,
+                        window_start_us: start_us,
                         previous,
                         current: new_current,
                     },
@@ -278,7 +282,7 @@ mod tests {
         // 5 per 1 s, 3 in the previous window, at 0.5 s: estimate 1.5 → 3.
         let sw = SlidingWindow::new(5, S).unwrap();
         let prev = WindowCounts {
-            window_index: T0 / S - 1,
+            window_start_us: T0 - S,
             previous: 0,
             current: 3,
         };
@@ -320,12 +324,12 @@ mod tests {
     fn state_codec_round_trips_and_rejects_foreign_values() {
         let mut buf = [0u8; STATE_BUF_LEN];
         let s = WindowCounts {
-            window_index: 1_763_700_000,
+            window_start_us: 1_763_700_000_000_000,
             previous: 7,
             current: 42,
         };
         let n = SlidingWindow::encode(&s, &mut buf);
-        assert_eq!(&buf[..n], b"1763700000:7:42");
+        assert_eq!(&buf[..n], b"1763700000000000:7:42");
         assert_eq!(SlidingWindow::decode(&buf[..n]), Some(s));
         for bad in [&b"42"[..], b"1:2", b"1:2:3:4", b"::", b"a:1:2", b"1:-2:3"] {
             assert_eq!(SlidingWindow::decode(bad), None, "{bad:?}");
