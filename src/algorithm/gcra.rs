@@ -184,62 +184,7 @@ impl Algorithm for Gcra {
 mod tests {
     use super::*;
 
-    const S: i64 = 1_000_000;
-    const MS: i64 = 1_000;
-    /// An arbitrary epoch instant for the injected clock.
-    const T0: i64 = 1_763_700_000 * S;
-
-    /// One step of a table: at `at_us` (relative to T0) take `cost` tokens and
-    /// expect `(limited, remaining, retry_after_us, reset_after_us)`.
-    struct Case {
-        at_us: i64,
-        cost: i64,
-        limited: bool,
-        remaining: i64,
-        retry_after_us: Option<i64>,
-        reset_after_us: i64,
-    }
-
-    fn run(gcra: &Gcra, cases: &[Case]) {
-        let mut state = None;
-        for (i, c) in cases.iter().enumerate() {
-            let out = gcra.decide(state, T0 + c.at_us, c.cost).unwrap();
-            let d = out.decision;
-            assert_eq!(
-                (d.limited, d.remaining, d.retry_after_us, d.reset_after_us),
-                (c.limited, c.remaining, c.retry_after_us, c.reset_after_us),
-                "case {i}"
-            );
-            assert_eq!(d.limit, gcra.limit());
-            assert_eq!(
-                out.update.is_none(),
-                d.limited || c.cost == 0,
-                "case {i}: writes iff allowed"
-            );
-            if let Some(u) = out.update {
-                assert_eq!(u.expire_at_us, u.state, "the key expires at the TAT");
-                state = Some(u.state);
-            }
-        }
-    }
-
-    fn case(
-        at_us: i64,
-        cost: i64,
-        limited: bool,
-        remaining: i64,
-        retry: Option<i64>,
-        reset: i64,
-    ) -> Case {
-        Case {
-            at_us,
-            cost,
-            limited,
-            remaining,
-            retry_after_us: retry,
-            reset_after_us: reset,
-        }
-    }
+    use crate::algorithm::table::{run, MS, S, T0};
 
     #[test]
     fn burst_of_five_then_limited_then_refilled() {
@@ -248,19 +193,19 @@ mod tests {
         run(
             &gcra,
             &[
-                case(0, 1, false, 4, None, 100 * MS),
-                case(0, 1, false, 3, None, 200 * MS),
-                case(0, 1, false, 2, None, 300 * MS),
-                case(0, 1, false, 1, None, 400 * MS),
-                case(0, 1, false, 0, None, 500 * MS),
-                case(0, 1, true, 0, Some(100 * MS), 500 * MS),
+                (0, 1, false, 4, None, 100 * MS),
+                (0, 1, false, 3, None, 200 * MS),
+                (0, 1, false, 2, None, 300 * MS),
+                (0, 1, false, 1, None, 400 * MS),
+                (0, 1, false, 0, None, 500 * MS),
+                (0, 1, true, 0, Some(100 * MS), 500 * MS),
                 // 100 ms later exactly one token is back.
-                case(100 * MS, 1, false, 0, None, 500 * MS),
-                case(100 * MS, 1, true, 0, Some(100 * MS), 500 * MS),
+                (100 * MS, 1, false, 0, None, 500 * MS),
+                (100 * MS, 1, true, 0, Some(100 * MS), 500 * MS),
                 // Part-way: the retry shrinks with time.
-                case(130 * MS, 1, true, 0, Some(70 * MS), 470 * MS),
+                (130 * MS, 1, true, 0, Some(70 * MS), 470 * MS),
                 // After a full reset the whole burst is back.
-                case(700 * MS, 5, false, 0, None, 500 * MS),
+                (700 * MS, 5, false, 0, None, 500 * MS),
             ],
         );
     }
@@ -273,21 +218,21 @@ mod tests {
         run(
             &gcra,
             &[
-                case(0, 6, true, 5, never, 0),
-                case(0, 1, false, 4, None, S),
-                case(0, 1, false, 3, None, 2 * S),
-                case(0, 1, false, 2, None, 3 * S),
-                case(0, 1, false, 1, None, 4 * S),
-                case(0, 1, false, 0, None, 5 * S),
-                case(0, 1, true, 0, Some(S), 5 * S),
-                case(3_000 * MS, 1, false, 2, None, 3_000 * MS),
-                case(3_100 * MS, 1, false, 1, None, 3_900 * MS),
-                case(4_000 * MS, 1, false, 1, None, 4_000 * MS),
-                case(8_000 * MS, 1, false, 4, None, 1_000 * MS),
-                case(9_500 * MS, 1, false, 4, None, 1_000 * MS),
-                case(9_500 * MS, 0, false, 4, None, S),
-                case(9_500 * MS, 2, false, 2, None, 3 * S),
-                case(9_500 * MS, 5, true, 2, Some(3 * S), 3 * S),
+                (0, 6, true, 5, never, 0),
+                (0, 1, false, 4, None, S),
+                (0, 1, false, 3, None, 2 * S),
+                (0, 1, false, 2, None, 3 * S),
+                (0, 1, false, 1, None, 4 * S),
+                (0, 1, false, 0, None, 5 * S),
+                (0, 1, true, 0, Some(S), 5 * S),
+                (3_000 * MS, 1, false, 2, None, 3_000 * MS),
+                (3_100 * MS, 1, false, 1, None, 3_900 * MS),
+                (4_000 * MS, 1, false, 1, None, 4_000 * MS),
+                (8_000 * MS, 1, false, 4, None, 1_000 * MS),
+                (9_500 * MS, 1, false, 4, None, 1_000 * MS),
+                (9_500 * MS, 0, false, 4, None, S),
+                (9_500 * MS, 2, false, 2, None, 3 * S),
+                (9_500 * MS, 5, true, 2, Some(3 * S), 3 * S),
             ],
         );
     }
@@ -298,9 +243,9 @@ mod tests {
         run(
             &gcra,
             &[
-                case(0, 6, true, 5, None, 0),
-                case(0, 5, false, 0, None, 500 * MS),
-                case(0, 6, true, 0, None, 500 * MS),
+                (0, 6, true, 5, None, 0),
+                (0, 5, false, 0, None, 500 * MS),
+                (0, 6, true, 0, None, 500 * MS),
             ],
         );
     }
@@ -311,9 +256,9 @@ mod tests {
         run(
             &gcra,
             &[
-                case(0, 0, false, 5, None, 0),
-                case(0, 2, false, 3, None, 200 * MS),
-                case(50 * MS, 0, false, 3, None, 150 * MS),
+                (0, 0, false, 5, None, 0),
+                (0, 2, false, 3, None, 200 * MS),
+                (50 * MS, 0, false, 3, None, 150 * MS),
             ],
         );
     }

@@ -208,34 +208,7 @@ impl Algorithm for SlidingWindow {
 mod tests {
     use super::*;
 
-    const S: i64 = 1_000_000;
-    const MS: i64 = 1_000;
-    const T0: i64 = 1_763_700_000 * S; // a window boundary for 1 s windows
-
-    /// `(at_us relative to T0, cost, limited, remaining, retry_after_us, reset_after_us)`
-    type Case = (i64, i64, bool, i64, Option<i64>, i64);
-
-    fn run(sw: &SlidingWindow, cases: &[Case]) {
-        let mut state = None;
-        for (i, &(at, cost, limited, remaining, retry, reset)) in cases.iter().enumerate() {
-            let out = sw.decide(state, T0 + at, cost).unwrap();
-            let d = out.decision;
-            assert_eq!(
-                (d.limited, d.remaining, d.retry_after_us, d.reset_after_us),
-                (limited, remaining, retry, reset),
-                "case {i}"
-            );
-            assert_eq!(out.update.is_none(), limited, "case {i}");
-            if let Some(u) = out.update {
-                assert_eq!(
-                    u.expire_at_us - (T0 + at),
-                    reset,
-                    "case {i}: expires when both counts have left"
-                );
-                state = Some(u.state);
-            }
-        }
-    }
+    use crate::algorithm::table::{run, MS, S, T0};
 
     #[test]
     fn denies_the_edge_burst() {
