@@ -88,9 +88,15 @@ impl Key {
         }
     }
 
-    /// Replaces the value with `value`, expiring at `expire_at_ms` (ms since
-    /// the epoch), and propagates `SET key value PXAT expire_at_ms`.
-    pub fn set_string(&mut self, value: &[u8], expire_at_ms: i64) -> Result<()> {
+    /// Replaces the value (of `old_len` bytes, `None` for a new key) with
+    /// `value`, expiring at `expire_at_ms` (ms since the epoch), and
+    /// propagates `SET key value PXAT expire_at_ms`.
+    pub fn set_string(
+        &mut self,
+        old_len: Option<usize>,
+        value: &[u8],
+        expire_at_ms: i64,
+    ) -> Result<()> {
         let truncate = api!(RedisModule_StringTruncate);
         let dma = api!(RedisModule_StringDMA);
         let set_abs_expire = api!(RedisModule_SetAbsExpire);
@@ -99,7 +105,7 @@ impl Key {
         let ok = raw::REDISMODULE_OK as c_int;
         // SAFETY: self.key is open for writing; the server copies `value`.
         unsafe {
-            if self.string()?.is_some_and(|old| old.len() != value.len()) {
+            if old_len.is_some_and(|old| old != value.len()) {
                 // Start from an exactly sized string rather than growing one.
                 api!(RedisModule_DeleteKey)(self.key);
             }
@@ -194,7 +200,9 @@ pub fn decide_string<A: Algorithm>(
     command: &'static str,
 ) -> Result<Decision> {
     let mut key = Key::open(ctx, key_name)?;
-    let state = match key.string()? {
+    let stored = key.string()?;
+    let old_len = stored.map(<[u8]>::len);
+    let state = match stored {
         None => None,
         Some(bytes) => Some(A::decode(bytes).ok_or(Error::InvalidState { command })?),
     };
@@ -202,7 +210,7 @@ pub fn decide_string<A: Algorithm>(
     if let Some(update) = outcome.update {
         let mut buf = [0u8; STATE_BUF_LEN];
         let len = A::encode(&update.state, &mut buf);
-        key.set_string(&buf[..len], ceil_ms(update.expire_at_us))?;
+        key.set_string(old_len, &buf[..len], ceil_ms(update.expire_at_us))?;
     }
     Ok(outcome.decision)
 }
