@@ -20,6 +20,8 @@ pub mod token_bucket;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]
+mod strategies;
+#[cfg(test)]
 pub(crate) mod table;
 #[cfg(test)]
 mod window_properties;

@@ -11,23 +11,19 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
+use super::strategies::{
+    check_round_trip, decide, rate, start, wide, wide_nonneg, TestResult, EXTREME_CASES, MAX_STEPS,
+};
+
 use super::gcra::Gcra;
 use super::token_bucket::{FullAt, TokenBucket};
-use super::{Algorithm, Outcome, STATE_BUF_LEN};
+use super::{Algorithm, Outcome};
 use crate::error::Error;
 use crate::time::{ceil_div, ceil_ms, US_PER_MS};
 
 /// Cases per property: with timelines of at most [`MAX_STEPS`] requests the
 /// whole file runs in a few seconds in a debug build.
 const CASES: u32 = 256;
-/// Cases of the single-call tests at extreme values.
-const EXTREME_CASES: u32 = 1024;
-/// Longest simulated timeline.
-const MAX_STEPS: usize = 60;
-/// A realistic clock value (µs since the epoch, late 2025).
-const EPOCH_2025_US: i64 = 1_763_700_000_000_000;
-
-type TestResult = Result<(), TestCaseError>;
 
 /// What the property helpers need beyond [`Algorithm`].
 trait Limiter: Algorithm<State: Debug + PartialEq> + Debug {
@@ -66,19 +62,6 @@ struct Step<S> {
     /// The state the request was decided against.
     before: Option<S>,
     outcome: Outcome<S>,
-}
-
-/// `decide`, which must succeed for the in-range parameters of the simulations.
-fn decide<A: Limiter>(
-    alg: &A,
-    state: Option<A::State>,
-    now_us: i64,
-    cost: i64,
-) -> Outcome<A::State> {
-    match alg.decide(state, now_us, cost) {
-        Ok(outcome) => outcome,
-        Err(e) => panic!("{alg:?}.decide({state:?}, {now_us}, {cost}) failed: {e:?}"),
-    }
 }
 
 /// Runs `requests` (step from the previous instant, cost) from `start_us`,
@@ -310,19 +293,6 @@ fn check_expiry<A: Limiter>(alg: &A, step: &Step<A::State>) -> TestResult {
     Ok(())
 }
 
-/// `decode(encode(s)) == Some(s)`.
-fn check_round_trip<A: Limiter>(state: &A::State) -> TestResult {
-    let mut buf = [0u8; STATE_BUF_LEN];
-    let n = A::encode(state, &mut buf);
-    prop_assert_eq!(
-        A::decode(&buf[..n]),
-        Some(*state),
-        "encoded as {:?}",
-        &buf[..n]
-    );
-    Ok(())
-}
-
 /// Decoding never panics; whatever decodes re-encodes to an equal state.
 fn check_decode<A: Limiter>(bytes: &[u8]) -> TestResult {
     if let Some(state) = A::decode(bytes) {
@@ -354,17 +324,6 @@ fn requests(
     ];
     let cost = prop_oneof![3 => Just(1i64), 2 => 0..=limit + 2];
     vec((step, cost), 1..=MAX_STEPS)
-}
-
-/// `(period_us, tokens_per_period ≤ period_us)`: periods 1 µs ..= 10 s, at most
-/// 1000 tokens per period.
-fn rate() -> impl Strategy<Value = (i64, i64)> {
-    prop_oneof![1i64..=1_000, 1i64..=10_000_000]
-        .prop_flat_map(|period_us| (Just(period_us), 1..=period_us.min(1_000)))
-}
-
-fn start() -> impl Strategy<Value = i64> {
-    prop_oneof![Just(0i64), 0i64..=EPOCH_2025_US, Just(EPOCH_2025_US)]
 }
 
 fn expiry() -> impl Strategy<Value = Expiry> {
@@ -414,30 +373,6 @@ fn bucket_timeline(
             requests(unit_us, span_us, capacity, back_us),
         )
     })
-}
-
-/// Non-negative `i64`s biased to the edges (overflows need several inputs
-/// near `i64::MAX` at once, so that edge is the most likely).
-fn wide_nonneg() -> impl Strategy<Value = i64> {
-    prop_oneof![
-        2 => 0..=i64::MAX,
-        1 => 0i64..=3,
-        6 => (i64::MAX - 3)..=i64::MAX,
-        1 => 0i64..=1 << 20,
-        1 => (1i64 << 30)..=(1i64 << 34),
-        1 => (i64::MAX / 4)..=(i64::MAX / 2 + 1),
-        1 => Just(EPOCH_2025_US),
-    ]
-}
-
-/// Any `i64`, biased to the edges.
-fn wide() -> impl Strategy<Value = i64> {
-    prop_oneof![
-        any::<i64>(),
-        wide_nonneg(),
-        wide_nonneg().prop_map(|v| -v),
-        i64::MIN..=(i64::MIN + 3),
-    ]
 }
 
 /// Any parameters `Gcra::new` accepts, biased to the edges.
