@@ -33,7 +33,8 @@ die() {
   exit 1
 }
 
-# `<binary> --version` prints "… v=X.Y.Z …"; succeeds if X.Y is $2.
+# `<binary> --version` prints "… v=X.Y.Z …"; succeeds if it starts with $2
+# ("8.0" matches 8.0.x, "8" any 8.y.z).
 has_version() {
   local out
   out="$("$1" --version 2>/dev/null)" || return 1
@@ -145,7 +146,9 @@ unpack_missing_deps() {
 }
 
 prepare_valkey() {
-  if has_version "$valkey_bin" 8.0; then
+  # Debian's backports may move past 8.0.x; any Valkey 8 serves (the version
+  # is printed by make compat).
+  if has_version "$valkey_bin" 8; then
     log "valkey 8.0 already prepared"
     return
   fi
@@ -186,8 +189,8 @@ exec "\$here/usr/bin/valkey-server" "\$@"
 EOF
     chmod +x "$valkey_bin"
   fi
-  has_version "$valkey_bin" 8.0 ||
-    die "$valkey_bin --version does not report 8.0: $("$valkey_bin" --version 2>&1 || true)"
+  has_version "$valkey_bin" 8 ||
+    die "$valkey_bin --version does not report 8.x: $("$valkey_bin" --version 2>&1 || true)"
   log "valkey 8.0 ready in $((SECONDS - t0)) s (download and unpack)"
 }
 
