@@ -22,6 +22,8 @@ run: build ## Build, then start redis-server with the module from redis.conf (12
 
 test: build-debug ## Build and run every test: unit, property and integration (real redis-server)
 	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test
+	# The pure core once more in the release profile: no panic in any build profile.
+	$(CARGO) test --release --lib
 
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test
 	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*' -- --ignored

@@ -259,6 +259,29 @@ fn every_call_in_one_transaction_sees_the_same_instant() {
         0,
         "microsecond resolution expected on 7.2+ (flaky 1 in 1000)"
     );
+    // The same inside one script.
+    let script = "redis.call('RL.GCRA', KEYS[1], 0, 1, 10); \
+                  redis.call('RL.SLIDINGLOG', KEYS[2], 5, 10); \
+                  redis.call('RL.GCRA', KEYS[3], 0, 1, 10); \
+                  return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[3]), \
+                          redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]}";
+    let (first, last, logged): (i64, i64, i64) = redis::cmd("EVAL")
+        .arg(script)
+        .arg(3)
+        .arg("c")
+        .arg("log")
+        .arg("d")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        first, last,
+        "two calls in one script saw different instants"
+    );
+    assert_eq!(
+        first - logged,
+        10_000_000,
+        "the sliding log logged another instant"
+    );
 }
 
 #[test]
