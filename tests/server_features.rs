@@ -27,19 +27,22 @@ fn with_key<'a>(cmd: &[&'a str], key: &'a str) -> Vec<&'a str> {
         .collect()
 }
 
-/// (major, minor) of the Redis API the server implements, and whether it is Valkey.
-fn server_version(con: &mut redis::Connection) -> ((u32, u32), bool) {
+/// (major, minor) of the Redis API the server implements, and of Valkey if
+/// it is Valkey (which reports the Redis API it started from, 7.2).
+fn server_version(con: &mut redis::Connection) -> ((u32, u32), Option<(u32, u32)>) {
     let info: String = query(con, &["INFO", "server"]).unwrap();
     let field = |name: &str| {
         info.lines()
             .find_map(|l| l.strip_prefix(name))
             .map(str::trim)
     };
-    let version = field("redis_version:").unwrap_or("0.0");
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let parse = |version: &str| {
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    };
     (
-        (parts.next().unwrap_or(0), parts.next().unwrap_or(0)),
-        field("valkey_version:").is_some(),
+        parse(field("redis_version:").unwrap_or("0.0")),
+        field("valkey_version:").map(parse),
     )
 }
 
@@ -47,9 +50,12 @@ fn has_acl_categories(con: &mut redis::Connection) -> bool {
     server_version(con).0 >= (7, 2)
 }
 
+/// Module ACL categories (`RedisModule_AddACLCategory`): Redis 7.4+, Valkey 8+.
 fn has_module_categories(con: &mut redis::Connection) -> bool {
-    let ((major, minor), valkey) = server_version(con);
-    !valkey && (major, minor) >= (7, 4)
+    match server_version(con) {
+        (_, Some(valkey)) => valkey >= (8, 0),
+        (redis, None) => redis >= (7, 4),
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Command documentation (`COMMAND DOCS`, `COMMAND INFO`) and ACL categories,
 //! set at load only where the running server has the APIs:
 //! `RedisModule_SetCommandInfo` (Redis 7.0+), `RedisModule_SetCommandACLCategories`
-//! (7.2+, Valkey), `RedisModule_AddACLCategory` (7.4+: the `@ratelimit`
+//! (7.2+, Valkey), `RedisModule_AddACLCategory` (Redis 7.4+, Valkey 8+: the `@ratelimit`
 //! category). On servers without them the module loads and works the same;
 //! the commands then carry only the categories their flags imply.
 
