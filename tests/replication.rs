@@ -189,6 +189,31 @@ fn sliding_log_removals_reach_the_replica_and_the_aof_as_effects() {
         "replica differs"
     );
     assert_eq!(query::<i64>(&mut r, &["ZCARD", "log"]).unwrap(), 2);
+
+    // Many expired entries are removed in one range (the module runs
+    // ZREMRANGEBYSCORE itself, unreplicated, and propagates the same effect).
+    let big = |m: &mut redis::Connection, tokens: &str| {
+        call(m, &["RL.SLIDINGLOG", "big", "500", "0.5", "TOKENS", tokens])
+    };
+    assert_eq!(big(&mut m, "300")[0], 0);
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(big(&mut m, "10")[0], 0);
+    std::thread::sleep(Duration::from_millis(260));
+    assert_eq!(big(&mut m, "1")[..3], [0, 500, 489]);
+    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(acked, 1);
+    let keys = ["big".to_string()];
+    assert_eq!(
+        snapshot(&mut r, &keys),
+        snapshot(&mut m, &keys),
+        "replica differs"
+    );
+    assert_eq!(query::<i64>(&mut m, &["ZCARD", "big"]).unwrap(), 11);
+    let stats: String = query(&mut m, &["INFO", "commandstats"]).unwrap();
+    assert!(
+        stats.contains("cmdstat_zremrangebyscore:calls=1,"),
+        "the 300 entries were not removed as one range:\n{stats}"
+    );
     let aof = String::from_utf8_lossy(&aof_contents(master.dir.path())).to_uppercase();
     assert!(
         aof.contains("ZREMRANGEBYSCORE"),

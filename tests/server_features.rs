@@ -230,6 +230,23 @@ fn writes_raise_the_keyspace_events_of_set_expire_and_zadd() {
     assert_eq!(next_event(&mut pubsub), log("zremrangebyscore"));
     assert_eq!(next_event(&mut pubsub), log("zadd"));
     assert_eq!(next_event(&mut pubsub), log("expire"));
+    // Many expired entries go in one range removal: still one event.
+    let big = |e: &str| (e.to_string(), "big".to_string());
+    call(
+        &mut con,
+        &["RL.SLIDINGLOG", "big", "100", "0.2", "TOKENS", "50"],
+    );
+    assert_eq!(next_event(&mut pubsub), big("zadd"));
+    assert_eq!(next_event(&mut pubsub), big("expire"));
+    std::thread::sleep(Duration::from_millis(100));
+    call(&mut con, &["RL.SLIDINGLOG", "big", "100", "0.2"]);
+    assert_eq!(next_event(&mut pubsub), big("zadd"));
+    assert_eq!(next_event(&mut pubsub), big("expire"));
+    std::thread::sleep(Duration::from_millis(120));
+    call(&mut con, &["RL.SLIDINGLOG", "big", "100", "0.2"]);
+    assert_eq!(next_event(&mut pubsub), big("zremrangebyscore"));
+    assert_eq!(next_event(&mut pubsub), big("zadd"));
+    assert_eq!(next_event(&mut pubsub), big("expire"));
 }
 
 #[test]

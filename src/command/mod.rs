@@ -332,6 +332,14 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
                 let f = raw::RedisModule_CreateString;
                 f.is_some()
             }),
+            ("Call", {
+                let f = raw::RedisModule_Call;
+                f.is_some()
+            }),
+            ("FreeCallReply", {
+                let f = raw::RedisModule_FreeCallReply;
+                f.is_some()
+            }),
             ("Milliseconds", {
                 let f = raw::RedisModule_Milliseconds;
                 f.is_some()

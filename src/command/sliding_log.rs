@@ -211,6 +211,37 @@ unsafe fn free_string(ctx: *mut RedisModuleCtx, s: *mut RedisModuleString) {
     }
 }
 
+/// Expired entries removed one `ZsetRem` at a time; more go in one range.
+const REMOVE_ONE_BY_ONE: usize = 32;
+
+/// Removes every entry scored `≤ cutoff_us` with one `ZREMRANGEBYSCORE`, run
+/// through `RedisModule_Call` without replication (the caller propagates the
+/// same effect). The key is closed around the call, which may delete it, and
+/// opened again. The command raises its own `zremrangebyscore` event.
+fn remove_range(key: &mut Key, cutoff_us: i64) -> Result<()> {
+    let call = api!(RedisModule_Call);
+    let free_reply = api!(RedisModule_FreeCallReply);
+    let close = api!(RedisModule_CloseKey);
+    // SAFETY: the key handle is closed before the call and reopened after it;
+    // ctx and name live for the whole command call; the reply is freed.
+    unsafe {
+        close(key.key);
+        key.key = std::ptr::null_mut();
+        let reply = call(
+            key.ctx,
+            c"ZREMRANGEBYSCORE".as_ptr(),
+            c"scl".as_ptr(),
+            key.name,
+            c"-inf".as_ptr(),
+            cutoff_us as c_longlong,
+        );
+        if !reply.is_null() {
+            free_reply(reply);
+        }
+    }
+    key.reopen()
+}
+
 /// Owned server strings, freed on drop.
 struct Strings {
     ctx: *mut RedisModuleCtx,
@@ -244,19 +275,27 @@ fn apply(key: &mut Key, update: &LogUpdate, mut next_member: i64, limit: i64) ->
     let replicate = api!(RedisModule_Replicate);
     let notify = api!(RedisModule_NotifyKeyspaceEvent);
     let ok = raw::REDISMODULE_OK as c_int;
-    let (ctx, k, name) = (key.ctx, key.key, key.name);
+    let (ctx, name) = (key.ctx, key.name);
     let cutoff = update.remove_through_us;
-    // SAFETY: k is open for writing; every created string is owned by a
-    // `Strings` guard and freed once; the server copies what it keeps.
+    // SAFETY: key.key is open for writing; every created string is owned by
+    // a `Strings` guard and freed once; the server copies what it keeps.
     unsafe {
-        // 1. Remove the entries that left the window (collected first: the
-        //    set may not change during iteration).
+        // 1. Remove the entries that left the window. The key API has no
+        //    range removal: up to REMOVE_ONE_BY_ONE entries are collected (the
+        //    set may not change during iteration) and removed one by one;
+        //    beyond that one ZREMRANGEBYSCORE does it in O(log N + M).
+        let k = key.key;
         let mut expired = Strings {
             ctx,
             items: Vec::new(),
         };
+        let mut many = false;
         if first(k, f64::NEG_INFINITY, cutoff as f64, 0, 0) == ok {
             while end(k) == 0 {
+                if expired.items.len() == REMOVE_ONE_BY_ONE {
+                    many = true;
+                    break;
+                }
                 let member = current(k, std::ptr::null_mut());
                 if !member.is_null() {
                     expired.items.push(member);
@@ -267,10 +306,20 @@ fn apply(key: &mut Key, update: &LogUpdate, mut next_member: i64, limit: i64) ->
             }
         }
         stop(k);
-        if !expired.items.is_empty() {
+        if many {
+            remove_range(key, cutoff)?;
+        } else if !expired.items.is_empty() {
             for &member in &expired.items {
                 rem(k, member, std::ptr::null_mut());
             }
+            notify(
+                ctx,
+                raw::REDISMODULE_NOTIFY_ZSET as c_int,
+                c"zremrangebyscore".as_ptr(),
+                name,
+            );
+        }
+        if many || !expired.items.is_empty() {
             replicate(
                 ctx,
                 c"ZREMRANGEBYSCORE".as_ptr(),
@@ -279,13 +328,8 @@ fn apply(key: &mut Key, update: &LogUpdate, mut next_member: i64, limit: i64) ->
                 c"-inf".as_ptr(),
                 cutoff as c_longlong,
             );
-            notify(
-                ctx,
-                raw::REDISMODULE_NOTIFY_ZSET as c_int,
-                c"zremrangebyscore".as_ptr(),
-                name,
-            );
         }
+        let k = key.key;
 
         // 2. Add the new entries.
         let count = usize::try_from(update.add_count).unwrap_or(0);

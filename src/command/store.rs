@@ -58,6 +58,29 @@ impl Key {
         Ok(Self { ctx, name, key })
     }
 
+    /// Closes the key (unless already closed, null) and opens it again:
+    /// needed around a command run through `RedisModule_Call`, which may
+    /// change or delete it.
+    pub fn reopen(&mut self) -> Result<()> {
+        let open = api!(RedisModule_OpenKey);
+        let close = api!(RedisModule_CloseKey);
+        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        // SAFETY: self.key is open and closed once here; ctx and name live
+        // for the whole command call.
+        unsafe {
+            if !self.key.is_null() {
+                close(self.key);
+            }
+            self.key = open(self.ctx, self.name, mode).cast::<RedisModuleKey>();
+        }
+        if self.key.is_null() {
+            return Err(Error::Internal {
+                what: "could not open the key",
+            });
+        }
+        Ok(())
+    }
+
     /// The key's type, one of `REDISMODULE_KEYTYPE_*`.
     pub fn key_type(&self) -> Result<u32> {
         let key_type = api!(RedisModule_KeyType);
@@ -176,10 +199,13 @@ impl Key {
 
 impl Drop for Key {
     fn drop(&mut self) {
-        // SAFETY: self.key is open and closed exactly once, here.
+        // SAFETY: self.key is open (or null after a failed reopen) and closed
+        // exactly once, here.
         unsafe {
             if let Some(close) = raw::RedisModule_CloseKey {
-                close(self.key);
+                if !self.key.is_null() {
+                    close(self.key);
+                }
             }
         }
     }
