@@ -325,3 +325,165 @@ fn a_panic_in_a_handler_is_an_err_reply_not_a_crash() {
         "state survived"
     );
 }
+
+#[test]
+fn resizing_a_state_keeps_the_keys_lfu_counter() {
+    let server = Server::start_with(&["--save", "", "--maxmemory-policy", "allkeys-lfu"]);
+    let mut con = server.connect();
+    // 3 tokens per second: the state alternates between `<us>` and
+    // `<us>:<remainder>`, so the string is re-created on most calls.
+    let mut pipe = redis::pipe();
+    for _ in 0..2000 {
+        pipe.cmd("RL.TOKENBUCKET")
+            .arg("tb")
+            .arg(1_000_000)
+            .arg(3)
+            .arg(1)
+            .ignore();
+        pipe.cmd("RL.GCRA")
+            .arg("gcra")
+            .arg(1_000_000)
+            .arg(3)
+            .arg(1)
+            .ignore();
+    }
+    let _: () = pipe.query(&mut con).unwrap();
+    // The LFU counter grows logarithmically and at random: after 2000 hits a
+    // kept counter is past 20 (GCRA's, whose state never changes length, for
+    // comparison); one reset on every re-creation stays near its initial 5.
+    let tb: i64 = query(&mut con, &["OBJECT", "FREQ", "tb"]).unwrap();
+    let gcra: i64 = query(&mut con, &["OBJECT", "FREQ", "gcra"]).unwrap();
+    assert!(
+        tb >= 15,
+        "a hot token bucket looks cold: freq {tb} (GCRA {gcra})"
+    );
+}
+
+#[test]
+fn a_limited_call_leaves_watch_alone_and_a_write_invalidates_it() {
+    let server = Server::start();
+    let mut watcher = server.connect();
+    let mut other = server.connect();
+    assert_eq!(call(&mut other, &["RL.GCRA", "k", "0", "1", "100"])[0], 0);
+    let transaction = |con: &mut redis::Connection| -> Option<Vec<String>> {
+        redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg("x")
+            .arg(1)
+            .query(con)
+            .unwrap()
+    };
+    let _: () = query(&mut watcher, &["WATCH", "k"]).unwrap();
+    assert_eq!(
+        call(&mut other, &["RL.GCRA", "k", "0", "1", "100"])[0],
+        1,
+        "limited"
+    );
+    assert!(
+        transaction(&mut watcher).is_some(),
+        "a limited call aborted a WATCH transaction"
+    );
+    let _: () = query(&mut watcher, &["WATCH", "k"]).unwrap();
+    assert_eq!(
+        call(
+            &mut other,
+            &["RL.GCRA", "k", "0", "1", "100", "TOKENS", "5"]
+        )[0],
+        1
+    );
+    assert_eq!(
+        call(
+            &mut other,
+            &["RL.SLIDINGLOG", "log", "1", "100", "TOKENS", "2"]
+        )[0],
+        1
+    );
+    assert!(
+        transaction(&mut watcher).is_some(),
+        "a refused call aborted a WATCH transaction"
+    );
+    let _: () = query(&mut watcher, &["WATCH", "k", "log"]).unwrap();
+    assert_eq!(
+        call(&mut other, &["RL.SLIDINGLOG", "log", "1", "100"])[0],
+        0
+    );
+    assert!(
+        transaction(&mut watcher).is_none(),
+        "a write did not invalidate WATCH"
+    );
+    let _: () = query(&mut watcher, &["WATCH", "k2"]).unwrap();
+    assert_eq!(call(&mut other, &["RL.GCRA", "k2", "0", "1", "100"])[0], 0);
+    assert!(
+        transaction(&mut watcher).is_none(),
+        "a write did not invalidate WATCH"
+    );
+}
+
+#[test]
+fn reloading_the_module_keeps_its_acl_category() {
+    let server = Server::start_with(&["--save", "", "--enable-module-command", "yes"]);
+    let mut admin = server.connect();
+    if !has_module_categories(&mut admin) {
+        return;
+    }
+    let _: () = query(&mut admin, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
+    let path = common::module_path();
+    let _: () = query(&mut admin, &["MODULE", "LOAD", path.to_str().unwrap()]).unwrap();
+    let _: () = query(
+        &mut admin,
+        &[
+            "ACL",
+            "SETUSER",
+            "limiter",
+            "on",
+            ">pw",
+            "~*",
+            "+@ratelimit",
+        ],
+    )
+    .unwrap();
+    let mut limiter = server.connect();
+    let _: () = query(&mut limiter, &["AUTH", "limiter", "pw"]).unwrap();
+    for (i, cmd) in COMMANDS.iter().enumerate() {
+        let key = format!("reload:{i}");
+        assert_eq!(call(&mut limiter, &with_key(cmd, &key))[0], 0, "{cmd:?}");
+    }
+}
+
+#[test]
+fn the_module_refuses_to_load_when_a_propagated_command_is_renamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let port = common::free_port().to_string();
+    let mut child = std::process::Command::new(common::server_binary())
+        .args(["--port", &port, "--bind", "127.0.0.1", "--save", ""])
+        .args(["--rename-command", "PEXPIREAT", ""])
+        .arg("--logfile")
+        .arg(&log)
+        .arg("--loadmodule")
+        .arg(common::module_path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // It must exit by itself, quickly; a server that keeps running loaded the module.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server started although PEXPIREAT is gone");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "the server exited cleanly: {status}");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.contains("no pexpireat command"),
+        "no explanation in the log:\n{text}"
+    );
+}

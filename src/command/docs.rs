@@ -107,14 +107,25 @@ pub fn apply(
         }
     }
     if let Some(set_acl) = set_acl {
-        let mut categories = doc.acl_categories.to_string();
-        if module_category {
-            categories.push(' ');
-            categories.push_str(&MODULE_ACL_CATEGORY.to_string_lossy());
-        }
-        let categories = std::ffi::CString::new(categories).map_err(|e| e.to_string())?;
-        // SAFETY: command is valid; the server copies the string.
-        if unsafe { set_acl(command, categories.as_ptr()) } != raw::REDISMODULE_OK as c_int {
+        // With the module's own category first; without it if the server
+        // refuses (it has no module categories, or lost ours).
+        let own = format!(
+            "{} {}",
+            doc.acl_categories,
+            MODULE_ACL_CATEGORY.to_string_lossy()
+        );
+        let attempts = if module_category {
+            vec![own, doc.acl_categories.to_string()]
+        } else {
+            vec![doc.acl_categories.to_string()]
+        };
+        let accepted = attempts.into_iter().any(|categories| {
+            std::ffi::CString::new(categories).is_ok_and(|c| {
+                // SAFETY: command is valid; the server copies the string.
+                unsafe { set_acl(command, c.as_ptr()) == raw::REDISMODULE_OK as c_int }
+            })
+        });
+        if !accepted {
             return Err(format!(
                 "the server refused the ACL categories of {}",
                 name.to_string_lossy()

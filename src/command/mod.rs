@@ -359,13 +359,41 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
     // The module's ACL category, on servers that have module categories.
     // SAFETY: a plain read of a function pointer set at load; ctx is the
     // load context (the only place this call is allowed).
+    // The module's ACL category, on servers that have module categories. On
+    // a reload the category already exists (the server keeps it) and adding
+    // it fails: the commands still get it.
+    // SAFETY: a plain read of a function pointer set at load; ctx is the
+    // load context (the only place this call is allowed).
     let module_category = match unsafe { raw::RedisModule_AddACLCategory } {
         Some(add) => {
-            (unsafe { add(ctx.ctx, docs::MODULE_ACL_CATEGORY.as_ptr()) })
-                == raw::REDISMODULE_OK as c_int
+            unsafe { add(ctx.ctx, docs::MODULE_ACL_CATEGORY.as_ptr()) };
+            true
         }
         None => false,
     };
+    // Keys are signalled as modified (WATCH, client-side caching) only when a
+    // command writes, not whenever a key was opened for writing.
+    // SAFETY: as above.
+    unsafe {
+        if let Some(set_options) = raw::RedisModule_SetModuleOptions {
+            set_options(
+                ctx.ctx,
+                raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+            );
+        }
+    }
+    // The effects are propagated as these commands: refuse to load where
+    // `rename-command` hid one (replicas and the AOF would silently diverge).
+    for command in [c"set", c"zadd", c"zremrangebyscore", c"pexpireat"] {
+        if !server_has_command(ctx.ctx, command) {
+            ctx.log_warning(&format!(
+                "ratelimit: the server has no {} command (renamed?); it is needed to \
+                 replicate effects; not loading",
+                command.to_string_lossy()
+            ));
+            return redis_module::Status::Err;
+        }
+    }
     for &(spec, entry) in COMMANDS.iter().chain(DEBUG_COMMANDS.iter()) {
         // SAFETY: ctx is the load-time context; the strings are static.
         let status = unsafe {
@@ -386,12 +414,44 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
             ));
             return redis_module::Status::Err;
         }
+        // Documentation and categories are metadata: a server that refuses
+        // them gets a warning, not a module that fails to load.
         if let Err(why) = docs::apply(ctx.ctx, spec.name, spec.doc, module_category) {
             ctx.log_warning(&format!("ratelimit: {why}"));
-            return redis_module::Status::Err;
         }
     }
     redis_module::Status::Ok
+}
+
+/// Whether the server has `command` under its own name (`COMMAND INFO`
+/// answers nil for a renamed or disabled one).
+fn server_has_command(ctx: *mut RedisModuleCtx, command: &CStr) -> bool {
+    // SAFETY: the load context; the reply is freed.
+    unsafe {
+        let (Some(call), Some(reply_type), Some(element), Some(free)) = (
+            raw::RedisModule_Call,
+            raw::RedisModule_CallReplyType,
+            raw::RedisModule_CallReplyArrayElement,
+            raw::RedisModule_FreeCallReply,
+        ) else {
+            return false;
+        };
+        let reply = call(
+            ctx,
+            c"COMMAND".as_ptr(),
+            c"cc".as_ptr(),
+            c"INFO".as_ptr(),
+            command.as_ptr(),
+        );
+        if reply.is_null() {
+            return false;
+        }
+        let first = element(reply, 0);
+        let present =
+            !first.is_null() && reply_type(first) == raw::REDISMODULE_REPLY_ARRAY as c_int;
+        free(reply);
+        present
+    }
 }
 
 #[cfg(test)]

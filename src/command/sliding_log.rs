@@ -381,6 +381,9 @@ fn apply(key: &mut Key, update: &LogUpdate, mut next_member: i64, limit: i64) ->
             name,
         );
 
+        // Only now is the key changed for WATCH (see `command::register_all`).
+        api!(RedisModule_SignalModifiedKey)(ctx, name);
+
         // 3. Expire when the newest entry leaves the window.
         let expire_at_ms = ceil_ms(update.expire_at_us);
         if set_abs_expire(k, expire_at_ms) != ok {

@@ -128,14 +128,26 @@ impl Key {
         let ok = raw::REDISMODULE_OK as c_int;
         // SAFETY: self.key is open for writing; the server copies `value`.
         unsafe {
-            if old_len.is_some_and(|old| old != value.len()) {
-                // Start from an exactly sized string rather than growing one.
+            let resized = old_len.is_some_and(|old| old != value.len());
+            // Start from an exactly sized string rather than growing one, but
+            // keep the key's LFU counter (where the eviction policy keeps one):
+            // a fresh counter would make the hottest limiters look cold to
+            // allkeys-lfu eviction, and evicting a limiter resets its limit.
+            let mut lfu_freq: std::ffi::c_longlong = 0;
+            let keep_lfu = resized
+                && raw::RedisModule_GetLFU.is_some_and(|get| get(self.key, &mut lfu_freq) == ok);
+            if resized {
                 api!(RedisModule_DeleteKey)(self.key);
             }
             if truncate(self.key, value.len()) != ok {
                 return Err(Error::Internal {
                     what: "could not size the string",
                 });
+            }
+            if keep_lfu {
+                if let Some(set_lfu) = raw::RedisModule_SetLFU {
+                    set_lfu(self.key, lfu_freq);
+                }
             }
             let mut len = 0usize;
             let ptr = dma(self.key, &mut len, raw::REDISMODULE_WRITE as c_int);
@@ -180,6 +192,9 @@ impl Key {
                     expire_at_ms,
                 );
             }
+            // The module signals modified keys itself, only when it writes
+            // (see `command::register_all`): a limited call leaves WATCH alone.
+            api!(RedisModule_SignalModifiedKey)(self.ctx, self.name);
             notify(
                 self.ctx,
                 raw::REDISMODULE_NOTIFY_STRING as c_int,
