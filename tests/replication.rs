@@ -73,8 +73,8 @@ fn aof_contents(dir: &std::path::Path) -> Vec<u8> {
     all
 }
 
-#[test]
-fn replica_and_aof_replay_match_the_master_byte_for_byte() {
+/// A master with an AOF (`appendfsync always`) and a replica in sync with it.
+fn master_with_replica() -> (Server, Server) {
     let master = Server::start_with(&[
         "--save",
         "",
@@ -84,7 +84,6 @@ fn replica_and_aof_replay_match_the_master_byte_for_byte() {
         "always",
     ]);
     let replica = Server::start();
-    let mut m = master.connect();
     let mut r = replica.connect();
     let _: () = query(
         &mut r,
@@ -92,6 +91,13 @@ fn replica_and_aof_replay_match_the_master_byte_for_byte() {
     )
     .unwrap();
     wait_for_sync(&mut r);
+    (master, replica)
+}
+
+#[test]
+fn replica_and_aof_replay_match_the_master_byte_for_byte() {
+    let (master, replica) = master_with_replica();
+    let (mut m, mut r) = (master.connect(), replica.connect());
 
     let keys = workload(&mut m);
     let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
@@ -153,23 +159,8 @@ fn limited_calls_propagate_nothing() {
 
 #[test]
 fn sliding_log_removals_reach_the_replica_and_the_aof_as_effects() {
-    let master = Server::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-    ]);
-    let replica = Server::start();
-    let mut m = master.connect();
-    let mut r = replica.connect();
-    let _: () = query(
-        &mut r,
-        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
-    )
-    .unwrap();
-    wait_for_sync(&mut r);
+    let (master, replica) = master_with_replica();
+    let (mut m, mut r) = (master.connect(), replica.connect());
     // Two entries that leave a 0.5 s window while a third stays, then a
     // request that removes the two.
     let log = |m: &mut redis::Connection, tokens: &str| {
