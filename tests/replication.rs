@@ -161,45 +161,35 @@ fn limited_calls_propagate_nothing() {
 fn sliding_log_removals_reach_the_replica_and_the_aof_as_effects() {
     let (master, replica) = master_with_replica();
     let (mut m, mut r) = (master.connect(), replica.connect());
-    // Two entries that leave a 0.5 s window while a third stays, then a
-    // request that removes the two.
-    let log = |m: &mut redis::Connection, tokens: &str| {
-        call(m, &["RL.SLIDINGLOG", "log", "3", "0.5", "TOKENS", tokens])
+    // Old entries leave a 0.5 s window while newer ones stay; the next request
+    // removes them; then the replica must hold the same bytes and expiry.
+    let scenario = |m: &mut redis::Connection,
+                    r: &mut redis::Connection,
+                    key: &str,
+                    limit: &str,
+                    (old, newer): (&str, &str),
+                    remaining: i64,
+                    left: i64| {
+        let log = |m: &mut redis::Connection, tokens: &str| {
+            call(m, &["RL.SLIDINGLOG", key, limit, "0.5", "TOKENS", tokens])
+        };
+        assert_eq!(log(m, old)[0], 0);
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(log(m, newer)[0], 0);
+        std::thread::sleep(Duration::from_millis(260));
+        let limit_n: i64 = limit.parse().unwrap();
+        assert_eq!(log(m, "1")[..3], [0, limit_n, remaining]);
+        let acked: i64 = query(m, &["WAIT", "1", "5000"]).unwrap();
+        assert_eq!(acked, 1);
+        let keys = [key.to_string()];
+        assert_eq!(snapshot(r, &keys), snapshot(m, &keys), "replica differs");
+        assert_eq!(query::<i64>(r, &["ZCARD", key]).unwrap(), left);
     };
-    assert_eq!(log(&mut m, "2")[0], 0);
-    std::thread::sleep(Duration::from_millis(250));
-    assert_eq!(log(&mut m, "1")[0], 0);
-    std::thread::sleep(Duration::from_millis(260));
-    assert_eq!(log(&mut m, "1")[..3], [0, 3, 1]);
-    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
-    assert_eq!(acked, 1);
-    let keys = ["log".to_string()];
-    assert_eq!(
-        snapshot(&mut r, &keys),
-        snapshot(&mut m, &keys),
-        "replica differs"
-    );
-    assert_eq!(query::<i64>(&mut r, &["ZCARD", "log"]).unwrap(), 2);
-
-    // Many expired entries are removed in one range (the module runs
+    // Two expired entries, removed one by one.
+    scenario(&mut m, &mut r, "log", "3", ("2", "1"), 1, 2);
+    // 300 expired entries: removed in one range (the module runs
     // ZREMRANGEBYSCORE itself, unreplicated, and propagates the same effect).
-    let big = |m: &mut redis::Connection, tokens: &str| {
-        call(m, &["RL.SLIDINGLOG", "big", "500", "0.5", "TOKENS", tokens])
-    };
-    assert_eq!(big(&mut m, "300")[0], 0);
-    std::thread::sleep(Duration::from_millis(250));
-    assert_eq!(big(&mut m, "10")[0], 0);
-    std::thread::sleep(Duration::from_millis(260));
-    assert_eq!(big(&mut m, "1")[..3], [0, 500, 489]);
-    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
-    assert_eq!(acked, 1);
-    let keys = ["big".to_string()];
-    assert_eq!(
-        snapshot(&mut r, &keys),
-        snapshot(&mut m, &keys),
-        "replica differs"
-    );
-    assert_eq!(query::<i64>(&mut m, &["ZCARD", "big"]).unwrap(), 11);
+    scenario(&mut m, &mut r, "big", "500", ("300", "10"), 489, 11);
     let stats: String = query(&mut m, &["INFO", "commandstats"]).unwrap();
     assert!(
         stats.contains("cmdstat_zremrangebyscore:calls=1,"),

@@ -21,8 +21,8 @@
 //! more than `limit` per window.
 
 use super::{
-    parse_decimal, sub, window_start, write_decimal, Algorithm, Decision, Outcome, Update,
-    STATE_BUF_LEN,
+    check_limit_and_window, parse_decimal, sub, window_start, write_decimal, Algorithm, Decision,
+    Outcome, Update, STATE_BUF_LEN,
 };
 use crate::error::{Error, Result};
 
@@ -54,15 +54,7 @@ impl FixedWindow {
     /// assert_eq!((d.limited, d.remaining, d.reset_after_us), (false, 1, 200_000));
     /// ```
     pub fn new(limit: i64, window_us: i64) -> Result<Self> {
-        if limit < 1 {
-            return Err(Error::OutOfRange {
-                arg: "limit",
-                bound: ">= 1",
-            });
-        }
-        if window_us < 1 {
-            return Err(Error::BadPeriod { arg: "window" });
-        }
+        check_limit_and_window(limit, window_us)?;
         Ok(Self { limit, window_us })
     }
 }

@@ -123,6 +123,21 @@ pub(crate) fn to_i64(v: i128) -> Result<i64> {
     i64::try_from(v).map_err(|_| Error::Overflow)
 }
 
+/// Validates the `limit window` pair of the window algorithms: `limit` ≥ 1
+/// tokens, `window_us` ≥ 1 µs.
+pub(crate) fn check_limit_and_window(limit: i64, window_us: i64) -> Result<()> {
+    if limit < 1 {
+        return Err(Error::OutOfRange {
+            arg: "limit",
+            bound: ">= 1",
+        });
+    }
+    if window_us < 1 {
+        return Err(Error::BadPeriod { arg: "window" });
+    }
+    Ok(())
+}
+
 /// `a − b`, or [`Error::Overflow`].
 #[inline]
 pub(crate) fn sub(a: i64, b: i64) -> Result<i64> {

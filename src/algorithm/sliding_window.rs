@@ -30,8 +30,8 @@
 //! taken as current from its start (the most conservative reading).
 
 use super::{
-    parse_decimal, sub, to_i64, window_start, write_decimal, Algorithm, Decision, Outcome, Update,
-    STATE_BUF_LEN,
+    check_limit_and_window, parse_decimal, sub, to_i64, window_start, write_decimal, Algorithm,
+    Decision, Outcome, Update, STATE_BUF_LEN,
 };
 use crate::error::{Error, Result};
 
@@ -57,15 +57,7 @@ impl SlidingWindow {
     /// Validates `RL.SLIDINGWINDOW key limit window`: `limit` ≥ 1 tokens in any
     /// sliding window of `window_us` ≥ 1 µs (estimated).
     pub fn new(limit: i64, window_us: i64) -> Result<Self> {
-        if limit < 1 {
-            return Err(Error::OutOfRange {
-                arg: "limit",
-                bound: ">= 1",
-            });
-        }
-        if window_us < 1 {
-            return Err(Error::BadPeriod { arg: "window" });
-        }
+        check_limit_and_window(limit, window_us)?;
         Ok(Self { limit, window_us })
     }
 

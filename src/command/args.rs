@@ -98,6 +98,15 @@ impl<'a> Args<'a> {
         seconds_to_us(secs).ok_or(Error::BadPeriod { arg: name })
     }
 
+    /// `key limit window [TOKENS n]`: `(limit, window in µs, cost)`.
+    pub fn limit_window_cost(&self) -> Result<(i64, i64, i64)> {
+        Ok((
+            self.integer(2, "limit")?,
+            self.seconds_as_us(3, "window")?,
+            self.tokens_option(4)?,
+        ))
+    }
+
     /// The optional `[TOKENS n]` that may follow the parameters at `from`:
     /// the cost of this request, an integer ≥ 1, default 1. Anything else
     /// after the parameters is a syntax error.

@@ -44,9 +44,7 @@ pub const SPEC: Spec = Spec {
 };
 
 fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
-    let limit = args.integer(2, "limit")?;
-    let window_us = args.seconds_as_us(3, "window")?;
-    let cost = args.tokens_option(4)?;
+    let (limit, window_us, cost) = args.limit_window_cost()?;
     let log = SlidingLog::new(limit, window_us)?;
     let mut key = Key::open(ctx, args.raw(1)?)?;
     let zset = match key.key_type()? as isize {

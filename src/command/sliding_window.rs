@@ -28,9 +28,7 @@ pub const SPEC: Spec = Spec {
 };
 
 fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
-    let limit = args.integer(2, "limit")?;
-    let window_us = args.seconds_as_us(3, "window")?;
-    let cost = args.tokens_option(4)?;
+    let (limit, window_us, cost) = args.limit_window_cost()?;
     let sliding_window = SlidingWindow::new(limit, window_us)?;
     decide_string(ctx, args.raw(1)?, &sliding_window, cost, "RL.SLIDINGWINDOW")
 }
