@@ -4,9 +4,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{call, query, Server};
+use common::{aof_contents, call, query, snapshot, wait_for_sync, Server};
 
 /// A mixed workload over several keys: allowed and limited calls, costs,
 /// and all three commands. Long periods keep the keys alive for the test.
@@ -34,43 +34,6 @@ fn workload(con: &mut redis::Connection) -> Vec<String> {
         keys.extend([g, t, c, f, s, l, q]);
     }
     keys
-}
-
-fn snapshot(con: &mut redis::Connection, keys: &[String]) -> Vec<(String, Vec<u8>, i64)> {
-    keys.iter()
-        .map(|k| {
-            let dump: Vec<u8> = query(con, &["DUMP", k]).unwrap();
-            assert!(!dump.is_empty(), "{k} missing");
-            let expire: i64 = query(con, &["PEXPIRETIME", k]).unwrap();
-            assert!(expire > 0, "{k} has no expiry");
-            (k.clone(), dump, expire)
-        })
-        .collect()
-}
-
-fn wait_for_sync(replica: &mut redis::Connection) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let info: String = query(replica, &["INFO", "replication"]).unwrap();
-        if info.contains("master_link_status:up") {
-            return;
-        }
-        assert!(Instant::now() < deadline, "replica did not sync:\n{info}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Every AOF file of a server directory, concatenated.
-fn aof_contents(dir: &std::path::Path) -> Vec<u8> {
-    let mut all = Vec::new();
-    let aof_dir = dir.join("appendonlydir");
-    for entry in std::fs::read_dir(&aof_dir).expect("appendonlydir") {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "aof") {
-            all.extend(std::fs::read(path).unwrap());
-        }
-    }
-    all
 }
 
 /// A master with an AOF (`appendfsync always`) and a replica in sync with it.

@@ -13,6 +13,7 @@ pub mod docs;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+mod propagate;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod store;
@@ -356,6 +357,7 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
         return redis_module::Status::Err;
     };
     store::create_constants();
+    propagate::init(ctx.ctx);
     // The module's ACL category, on servers that have module categories.
     // SAFETY: a plain read of a function pointer set at load; ctx is the
     // load context (the only place this call is allowed).

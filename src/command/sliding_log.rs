@@ -21,7 +21,7 @@ use std::ffi::{c_int, c_longlong};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
-use super::{api, args::Args, docs, store::Key, ReplyUnit, Spec};
+use super::{api, args::Args, docs, propagate, store::Key, ReplyUnit, Spec};
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog, TimestampLog};
 use crate::algorithm::Decision;
 use crate::error::{Error, Result};
@@ -275,6 +275,7 @@ fn apply(key: &mut Key, update: &LogUpdate, mut next_member: i64, limit: i64) ->
     let ok = raw::REDISMODULE_OK as c_int;
     let (ctx, name) = (key.ctx, key.name);
     let cutoff = update.remove_through_us;
+    let propagating = propagate::effects_needed(ctx);
     // SAFETY: key.key is open for writing; every created string is owned by
     // a `Strings` guard and freed once; the server copies what it keeps.
     unsafe {
@@ -317,7 +318,7 @@ fn apply(key: &mut Key, update: &LogUpdate, mut next_member: i64, limit: i64) ->
                 name,
             );
         }
-        if many || !expired.items.is_empty() {
+        if propagating && (many || !expired.items.is_empty()) {
             replicate(
                 ctx,
                 c"ZREMRANGEBYSCORE".as_ptr(),
@@ -358,20 +359,22 @@ fn apply(key: &mut Key, update: &LogUpdate, mut next_member: i64, limit: i64) ->
                 free_string(ctx, member); // in use: try the next member
             }
         }
-        // ZADD key score member score member …
-        let mut argv = Vec::with_capacity(1 + 2 * count);
-        argv.push(name);
-        for &member in &members.items {
-            argv.push(score.items[0]);
-            argv.push(member);
+        if propagating {
+            // ZADD key score member score member …
+            let mut argv = Vec::with_capacity(1 + 2 * count);
+            argv.push(name);
+            for &member in &members.items {
+                argv.push(score.items[0]);
+                argv.push(member);
+            }
+            replicate(
+                ctx,
+                c"ZADD".as_ptr(),
+                c"v".as_ptr(),
+                argv.as_ptr(),
+                argv.len(),
+            );
         }
-        replicate(
-            ctx,
-            c"ZADD".as_ptr(),
-            c"v".as_ptr(),
-            argv.as_ptr(),
-            argv.len(),
-        );
         notify(
             ctx,
             raw::REDISMODULE_NOTIFY_ZSET as c_int,
@@ -389,13 +392,17 @@ fn apply(key: &mut Key, update: &LogUpdate, mut next_member: i64, limit: i64) ->
                 what: "could not set the expiry",
             });
         }
-        replicate(
-            ctx,
-            c"PEXPIREAT".as_ptr(),
-            c"sl".as_ptr(),
-            name,
-            expire_at_ms as c_longlong,
-        );
+        if propagating {
+            replicate(
+                ctx,
+                c"PEXPIREAT".as_ptr(),
+                c"sl".as_ptr(),
+                name,
+                expire_at_ms as c_longlong,
+            );
+        } else {
+            propagate::count_write(ctx);
+        }
         notify(
             ctx,
             raw::REDISMODULE_NOTIFY_GENERIC as c_int,

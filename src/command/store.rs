@@ -5,15 +5,16 @@
 //! raw string that later reads access in place, without allocating), get an
 //! absolute expiry, and are propagated to replicas and the AOF as the effect
 //! `SET key value PXAT ms` — never as the command, so that no replica or AOF
-//! replay recomputes with its own clock. They raise the `set` and `expire`
-//! keyspace events, as that `SET` would.
+//! replay recomputes with its own clock (skipped when nothing consumes it:
+//! see [`super::propagate`]). They raise the `set` and `expire` keyspace
+//! events, as that `SET` would.
 
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString};
 
-use super::api;
+use super::{api, propagate};
 use crate::algorithm::{Algorithm, Decision, STATE_BUF_LEN};
 use crate::error::{Error, Result};
 use crate::time::{ceil_ms, server_now_us};
@@ -167,7 +168,9 @@ impl Key {
                 value.as_ptr().cast::<c_char>(),
                 expire_at_ms as std::ffi::c_longlong,
             );
-            if pxat.is_null() {
+            if !propagate::effects_needed(self.ctx) {
+                propagate::count_write(self.ctx);
+            } else if pxat.is_null() {
                 let fmt = c"sbcl".as_ptr();
                 replicate(
                     self.ctx,

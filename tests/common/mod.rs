@@ -119,6 +119,11 @@ impl Server {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
@@ -194,4 +199,55 @@ pub fn query<T: redis::FromRedisValue>(
         cmd.arg(*a);
     }
     cmd.query(con)
+}
+
+/// Each key's `DUMP` (value and encoding) and absolute expiry in ms; panics
+/// when a key is missing or has no expiry.
+pub fn snapshot(con: &mut redis::Connection, keys: &[String]) -> Vec<(String, Vec<u8>, i64)> {
+    keys.iter()
+        .map(|k| {
+            let dump: Vec<u8> = query(con, &["DUMP", k]).unwrap();
+            assert!(!dump.is_empty(), "{k} missing");
+            let expire: i64 = query(con, &["PEXPIRETIME", k]).unwrap();
+            assert!(expire > 0, "{k} has no expiry");
+            (k.clone(), dump, expire)
+        })
+        .collect()
+}
+
+/// Waits (up to 20 s) until a replica's link to its master is up.
+pub fn wait_for_sync(replica: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let info: String = query(replica, &["INFO", "replication"]).unwrap();
+        if info.contains("master_link_status:up") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "replica did not sync:\n{info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every AOF file of a server directory, concatenated.
+pub fn aof_contents(dir: &std::path::Path) -> Vec<u8> {
+    let mut all = Vec::new();
+    let aof_dir = dir.join("appendonlydir");
+    for entry in std::fs::read_dir(&aof_dir).expect("appendonlydir") {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "aof") {
+            all.extend(std::fs::read(path).unwrap());
+        }
+    }
+    all
+}
+
+/// A field of an `INFO` section, e.g. `info_field(con, "replication",
+/// "connected_slaves")`; panics when the server does not report it.
+pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> String {
+    let info: String = query(con, &["INFO", section]).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("INFO {section} has no {field}:\n{info}"))
+        .trim()
+        .to_string()
 }

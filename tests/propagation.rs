@@ -1,0 +1,237 @@
+//! Writes skip `RedisModule_Replicate` only while nothing can consume the
+//! effects (no AOF, no replication backlog, no replica), and never lose or
+//! misrepresent a write because of it: a replica attached later, a replica
+//! that resynchronises partially from the backlog, an AOF switched on at run
+//! time and a promoted replica all get the effects (`SET … PXAT`, `ZADD`, …),
+//! never an `RL.*` command; and every write still counts for `save` points.
+//! `INFO ratelimit` counts the writes of each kind.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{aof_contents, call, info_field, query, snapshot, wait_for_sync, Server};
+
+/// One allowed (writing) call of every command, on keys `{prefix}:0` …
+/// `{prefix}:6`; returns the keys.
+fn write_all(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
+    let commands: [(&str, &[&str]); 7] = [
+        ("RL.GCRA", &["4", "3", "600"]),
+        ("RL.TOKENBUCKET", &["6", "7", "900"]),
+        ("CL.THROTTLE", &["3", "2", "600"]),
+        ("RL.FIXEDWINDOW", &["5", "3600"]),
+        ("RL.SLIDINGWINDOW", &["5", "600"]),
+        ("RL.SLIDINGLOG", &["5", "600"]),
+        ("RL.LEAKYBUCKET", &["5", "3", "600"]),
+    ];
+    commands
+        .iter()
+        .enumerate()
+        .map(|(i, (command, params))| {
+            let key = format!("{prefix}:{i}");
+            let mut args = vec![*command, key.as_str()];
+            args.extend_from_slice(params);
+            let reply = call(con, &args);
+            assert_eq!(reply[0], 0, "{args:?} was limited: {reply:?}");
+            key
+        })
+        .collect()
+}
+
+/// `INFO commandstats` of a replica names no module command: it received
+/// effects only.
+fn assert_no_module_commands_ran(con: &mut redis::Connection, who: &str) {
+    let stats: String = query(con, &["INFO", "commandstats"]).unwrap();
+    for line in stats.lines() {
+        let lower = line.to_lowercase();
+        assert!(
+            !lower.starts_with("cmdstat_rl.") && !lower.starts_with("cmdstat_cl."),
+            "{who} ran a module command, not its effects: {line}"
+        );
+    }
+}
+
+/// `INFO ratelimit`: (writes that propagated effects, writes that skipped
+/// it because nothing consumed them).
+fn counters(con: &mut redis::Connection) -> (i64, i64) {
+    let field = |con: &mut redis::Connection, name: &str| -> i64 {
+        info_field(con, "ratelimit", name).parse().unwrap()
+    };
+    (
+        field(con, "ratelimit_writes_propagated"),
+        field(con, "ratelimit_writes_unpropagated"),
+    )
+}
+
+/// A master that starts a replica's full sync at once (no diskless delay).
+fn master() -> Server {
+    Server::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--repl-diskless-sync-delay",
+        "0",
+    ])
+}
+
+fn replicate_from(replica: &mut redis::Connection, master: &Server) {
+    let _: () = query(
+        replica,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .unwrap();
+    wait_for_sync(replica);
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn writes_count_for_save_points_when_nothing_consumes_them() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let changes = |con: &mut redis::Connection| -> i64 {
+        info_field(con, "persistence", "rdb_changes_since_last_save")
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        info_field(&mut con, "replication", "repl_backlog_active"),
+        "0"
+    );
+    let before = changes(&mut con);
+    let keys = write_all(&mut con, "k");
+    let after = changes(&mut con);
+    // Nothing consumes effects here: every write skipped RedisModule_Replicate.
+    assert_eq!(counters(&mut con), (0, keys.len() as i64));
+    assert!(
+        after - before >= keys.len() as i64,
+        "{} writes counted {} changes",
+        keys.len(),
+        after - before
+    );
+    // A limited call writes nothing and counts nothing.
+    call(&mut con, &["RL.GCRA", "full", "0", "1", "600"]);
+    let before = changes(&mut con);
+    assert_eq!(call(&mut con, &["RL.GCRA", "full", "0", "1", "600"])[0], 1);
+    assert_eq!(changes(&mut con), before);
+}
+
+#[test]
+fn a_replica_attached_after_unpropagated_writes_gets_every_later_effect() {
+    let master = master();
+    let replica = Server::start();
+    let (mut m, mut r) = (master.connect(), replica.connect());
+    // Written while nothing consumed effects: they reach the replica in the
+    // snapshot of its full sync.
+    let mut keys = write_all(&mut m, "before");
+    assert_eq!(counters(&mut m), (0, 7));
+    replicate_from(&mut r, &master);
+    // Written after the replica's PSYNC: they reach it as effects.
+    keys.extend(write_all(&mut m, "before"));
+    keys.extend(write_all(&mut m, "after"));
+    assert_eq!(counters(&mut m), (14, 7));
+    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(acked, 1);
+    assert_eq!(snapshot(&mut r, &keys), snapshot(&mut m, &keys));
+    assert_no_module_commands_ran(&mut r, "the replica");
+}
+
+#[test]
+fn writes_while_no_replica_is_connected_reach_it_through_the_backlog() {
+    let master = master();
+    let replica = Server::start();
+    let (mut m, mut r) = (master.connect(), replica.connect());
+    replicate_from(&mut r, &master);
+    // Freeze the replica and drop its link: the master has no replica left,
+    // only the backlog, which must receive the effects of what follows.
+    let signal = |sig: &str| {
+        let status = Command::new("kill")
+            .args([sig, &replica.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    signal("-STOP");
+    let _: i64 = query(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap();
+    assert_eq!(info_field(&mut m, "replication", "connected_slaves"), "0");
+    assert_eq!(
+        info_field(&mut m, "replication", "repl_backlog_active"),
+        "1"
+    );
+    let keys = write_all(&mut m, "away");
+    signal("-CONT");
+    // The replica comes back with a partial resynchronisation, from the
+    // backlog alone.
+    wait_until("the partial resynchronisation", || {
+        info_field(&mut m, "stats", "sync_partial_ok") == "1"
+    });
+    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(acked, 1);
+    assert_eq!(snapshot(&mut r, &keys), snapshot(&mut m, &keys));
+    assert_no_module_commands_ran(&mut r, "the replica");
+}
+
+#[test]
+fn an_aof_switched_on_at_run_time_records_effects() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let mut keys = write_all(&mut con, "before");
+    let _: () = query(&mut con, &["CONFIG", "SET", "appendonly", "yes"]).unwrap();
+    wait_until("the AOF rewrite", || {
+        info_field(&mut con, "persistence", "aof_rewrite_in_progress") == "0"
+            && info_field(&mut con, "persistence", "aof_rewrite_scheduled") == "0"
+    });
+    keys.extend(write_all(&mut con, "before"));
+    keys.extend(write_all(&mut con, "after"));
+    let on_server = snapshot(&mut con, &keys);
+    let dir = server.shutdown("NOSAVE");
+    let aof = String::from_utf8_lossy(&aof_contents(dir.path())).to_uppercase();
+    for forbidden in ["RL.", "CL.THROTTLE"] {
+        assert!(!aof.contains(forbidden), "the AOF holds {forbidden}");
+    }
+    let replayed = Server::start_in(dir, &["--save", "", "--appendonly", "yes"]);
+    let mut p = replayed.connect();
+    assert_eq!(snapshot(&mut p, &keys), on_server, "AOF replay differs");
+}
+
+#[test]
+fn a_promoted_replica_feeds_its_backlog_with_effects() {
+    // B writes as a standalone master first (nothing consumes its effects),
+    // then replicates A beside C, then is promoted, and C resynchronises
+    // partially from B's backlog: what B wrote after the promotion reaches C
+    // from that backlog, as effects.
+    let a = master();
+    let b = Server::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]);
+    let c = Server::start();
+    let (mut a_con, mut b_con, mut c_con) = (a.connect(), b.connect(), c.connect());
+    write_all(&mut b_con, "standalone");
+    replicate_from(&mut b_con, &a);
+    replicate_from(&mut c_con, &a);
+    write_all(&mut a_con, "from-a");
+    let acked: i64 = query(&mut a_con, &["WAIT", "2", "5000"]).unwrap();
+    assert_eq!(acked, 2);
+
+    let _: () = query(&mut b_con, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    let keys = write_all(&mut b_con, "promoted");
+    replicate_from(&mut c_con, &b);
+    assert_eq!(info_field(&mut b_con, "stats", "sync_partial_ok"), "1");
+    let acked: i64 = query(&mut b_con, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(acked, 1);
+    assert_eq!(snapshot(&mut c_con, &keys), snapshot(&mut b_con, &keys));
+    assert_no_module_commands_ran(&mut c_con, "the promoted replica's replica");
+}
