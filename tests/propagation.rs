@@ -235,3 +235,32 @@ fn a_promoted_replica_feeds_its_backlog_with_effects() {
     assert_eq!(snapshot(&mut c_con, &keys), snapshot(&mut b_con, &keys));
     assert_no_module_commands_ran(&mut c_con, "the promoted replica's replica");
 }
+
+#[test]
+fn a_reloaded_module_starts_over_and_still_sees_replicas_arrive() {
+    let master = Server::start_with(&[
+        "--save",
+        "",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--enable-module-command",
+        "yes",
+    ]);
+    let replica = Server::start();
+    let (mut m, mut r) = (master.connect(), replica.connect());
+    write_all(&mut m, "first"); // the SYNC/PSYNC filter is registered now
+    assert_eq!(counters(&mut m), (0, 7));
+    let _: () = query(&mut m, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
+    let path = common::module_path();
+    let _: () = query(&mut m, &["MODULE", "LOAD", path.to_str().unwrap()]).unwrap();
+    assert_eq!(counters(&mut m), (0, 0));
+    let mut keys = write_all(&mut m, "second");
+    assert_eq!(counters(&mut m), (0, 7));
+    replicate_from(&mut r, &master);
+    keys.extend(write_all(&mut m, "third"));
+    assert_eq!(counters(&mut m), (7, 7));
+    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(acked, 1);
+    assert_eq!(snapshot(&mut r, &keys), snapshot(&mut m, &keys));
+    assert_no_module_commands_ran(&mut r, "the replica");
+}

@@ -61,6 +61,9 @@ static FILTER: AtomicPtr<RedisModuleCommandFilter> = AtomicPtr::new(std::ptr::nu
 pub fn init(ctx: *mut RedisModuleCtx) {
     FILTER.store(std::ptr::null_mut(), Ordering::Relaxed);
     STATE.store(CONSUMED, Ordering::Relaxed);
+    ENABLED.store(false, Ordering::Relaxed);
+    PROPAGATED.store(0, Ordering::Relaxed);
+    SKIPPED.store(0, Ordering::Relaxed);
     // SAFETY: plain reads of function pointers set at load; ctx is the load
     // context.
     unsafe {
