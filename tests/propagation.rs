@@ -264,3 +264,100 @@ fn a_reloaded_module_starts_over_and_still_sees_replicas_arrive() {
     assert_eq!(snapshot(&mut r, &keys), snapshot(&mut m, &keys));
     assert_no_module_commands_ran(&mut r, "the replica");
 }
+
+/// A raw RESP connection: commands written without waiting for a reply (the
+/// server may hold them back), and everything the server sends read back.
+struct Raw(std::net::TcpStream);
+
+impl Raw {
+    fn connect(server: &Server) -> Raw {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        Raw(stream)
+    }
+
+    fn send(&mut self, args: &[&str]) {
+        use std::io::Write;
+        let mut out = format!("*{}\r\n", args.len());
+        for a in args {
+            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        self.0.write_all(out.as_bytes()).unwrap();
+    }
+
+    /// Reads until `until` appears in what was read (or 10 s pass).
+    fn read_until(&mut self, until: &[u8]) -> Vec<u8> {
+        use std::io::Read;
+        let mut all = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && !all.windows(until.len()).any(|w| w == until) {
+            let mut buf = [0u8; 65536];
+            match self.0.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+                Err(_) => {} // timeout: read again
+            }
+        }
+        all
+    }
+}
+
+#[test]
+fn a_psync_held_back_by_client_pause_still_ends_the_skipping() {
+    // The write W and the PSYNC are both held back by CLIENT PAUSE, W first.
+    // After the pause W runs first and finds no backlog and no replica; the
+    // PSYNC then runs (on Redis 7.2+ and Valkey without command filters) and
+    // creates both. Later writes must reach that replica as effects.
+    let server = master();
+    let mut admin = server.connect();
+    let _: () = query(&mut admin, &["CLIENT", "PAUSE", "300", "ALL"]).unwrap();
+    let mut writer = Raw::connect(&server);
+    writer.send(&["RL.GCRA", "held", "4", "3", "600"]);
+    std::thread::sleep(Duration::from_millis(50));
+    let mut replica = Raw::connect(&server);
+    replica.send(&["PSYNC", "?", "-1"]);
+    writer.read_until(b"\r\n:-1\r\n"); // its reply, after the pause
+    wait_until("the PSYNC to run", || {
+        info_field(&mut admin, "replication", "connected_slaves") == "1"
+    });
+    call(&mut admin, &["RL.GCRA", "after-the-psync", "4", "3", "600"]);
+    let stream = replica.read_until(b"after-the-psync");
+    let stream = String::from_utf8_lossy(&stream).to_uppercase();
+    assert!(
+        stream.contains("AFTER-THE-PSYNC"),
+        "the write did not reach the replica: {stream:?}"
+    );
+    assert!(
+        !stream.contains("RL.GCRA"),
+        "the replica got the command, not its effect"
+    );
+    assert!(stream.contains("PXAT"), "no SET … PXAT in {stream:?}");
+}
+
+#[test]
+fn a_refused_load_leaves_nothing_behind_that_server_events_could_call() {
+    // With ZADD renamed away the module refuses to load; a role change
+    // afterwards must not call into the unloaded module (Redis 7.0 keeps a
+    // failed load's event subscriptions).
+    let server = Server::start_without_module(&[
+        "--save",
+        "",
+        "--enable-module-command",
+        "yes",
+        "--rename-command",
+        "ZADD",
+        "",
+    ]);
+    let mut con = server.connect();
+    let path = common::module_path();
+    let refused: redis::RedisResult<()> =
+        query(&mut con, &["MODULE", "LOAD", path.to_str().unwrap()]);
+    assert!(refused.is_err(), "the module loaded without ZADD");
+    let unused_port = common::free_port().to_string();
+    let _: () = query(&mut con, &["REPLICAOF", "127.0.0.1", &unused_port]).unwrap();
+    let _: () = query(&mut con, &["REPLICAOF", "NO", "ONE"]).unwrap();
+    let pong: String = query(&mut con, &["PING"]).unwrap();
+    assert_eq!(pong, "PONG");
+}

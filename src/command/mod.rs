@@ -357,7 +357,6 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
         return redis_module::Status::Err;
     };
     store::create_constants();
-    propagate::init(ctx.ctx);
     // The module's ACL category, on servers that have module categories.
     // SAFETY: a plain read of a function pointer set at load; ctx is the
     // load context (the only place this call is allowed).
@@ -422,6 +421,9 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
             ctx.log_warning(&format!("ratelimit: {why}"));
         }
     }
+    // Last: it subscribes to server events, and Redis 7.0 does not remove a
+    // failed load's subscriptions (the next event would call unloaded code).
+    propagate::init(ctx.ctx);
     redis_module::Status::Ok
 }
 

@@ -13,18 +13,25 @@
 //!
 //! * AOF and role are read from `RedisModule_GetContextFlags` on every write
 //!   (the AOF flag is set whenever the AOF is not off, rewrite included).
-//! * "No backlog and no replica" is read once from `INFO replication`
-//!   (`repl_backlog_active:0`, `connected_slaves:0`), and kept true by a
-//!   command filter that watches for `SYNC` / `PSYNC`: on a master, the
-//!   backlog and the replica list only come into existence in those commands,
-//!   and a filter sees a command before it runs. The filter is registered only
-//!   while writes skip propagation, so a server with replicas pays nothing.
-//! * A change of role or a load of the dataset (both can create a backlog
-//!   outside `SYNC`) forgets what was known; the next write asks again.
+//! * "No backlog and no replica" is read from `INFO replication`
+//!   (`repl_backlog_active:0`, `connected_slaves:0`) at the first write, and
+//!   kept true by a command filter that watches for `SYNC` / `PSYNC`: on a
+//!   master, the backlog and the replica list only come into existence in
+//!   those commands, and a filter sees a command before it first runs. The
+//!   filter is registered at load, so it sees even a `PSYNC` that a
+//!   `CLIENT PAUSE` holds back (Redis 7.2+ and Valkey do not filter a
+//!   command again when they process it after the pause).
+//! * The first `SYNC` / `PSYNC` ends the skipping for good (until the module
+//!   is loaded again) and removes the filter: a held-back `PSYNC` may create
+//!   its backlog at any later moment, so no later reading of `INFO` can be
+//!   trusted. A server that has had a replica keeps the per-write cost.
+//! * Before that, a change of role or a load of the dataset (both can create
+//!   a backlog without `SYNC`, e.g. a promoted replica keeps its backlog)
+//!   forgets what was read; the next write reads `INFO replication` again.
 //!
-//! Once a backlog exists, effects are propagated until one of those events
-//! (the backlog outlives its replicas by `repl-backlog-ttl`, and nothing
-//! tells a module when it is freed).
+//! While a backlog exists, effects are propagated (the backlog outlives its
+//! replicas by `repl-backlog-ttl`, and nothing tells a module when it is
+//! freed; the next role change or load reads it again).
 //!
 //! A skipped write still calls `RedisModule_ReplicateVerbatim`, which the
 //! server drops just the same but which counts the write in `server.dirty`,
@@ -40,7 +47,7 @@ use redis_module::raw::{
 
 /// Nothing known: the next write reads `INFO replication`.
 const UNKNOWN: u8 = 0;
-/// No backlog and no replica, and the `SYNC`/`PSYNC` filter is registered.
+/// No backlog and no replica (and no `SYNC`/`PSYNC` seen since).
 const NO_CONSUMER: u8 = 1;
 /// A backlog or a replica may exist: every write propagates its effects.
 const CONSUMED: u8 = 2;
@@ -50,6 +57,8 @@ static STATE: AtomicU8 = AtomicU8::new(CONSUMED);
 /// skipped it (`INFO ratelimit`).
 static PROPAGATED: AtomicU64 = AtomicU64::new(0);
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
+/// Set when the filter sees the first `SYNC` / `PSYNC`: skipping is over.
+static SYNC_SEEN: AtomicBool = AtomicBool::new(false);
 /// Whether the server has every API the skipping needs (set at load).
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// The registered `SYNC`/`PSYNC` filter, null when none is.
@@ -62,6 +71,7 @@ pub fn init(ctx: *mut RedisModuleCtx) {
     FILTER.store(std::ptr::null_mut(), Ordering::Relaxed);
     STATE.store(CONSUMED, Ordering::Relaxed);
     ENABLED.store(false, Ordering::Relaxed);
+    SYNC_SEEN.store(false, Ordering::Relaxed);
     PROPAGATED.store(0, Ordering::Relaxed);
     SKIPPED.store(0, Ordering::Relaxed);
     // SAFETY: plain reads of function pointers set at load; ctx is the load
@@ -128,6 +138,9 @@ pub fn init(ctx: *mut RedisModuleCtx) {
                 return;
             }
         }
+        if !watch_for_sync(ctx) {
+            return;
+        }
     }
     ENABLED.store(true, Ordering::Relaxed);
     STATE.store(UNKNOWN, Ordering::Relaxed);
@@ -171,13 +184,13 @@ fn decide(ctx: *mut RedisModuleCtx) -> bool {
     // SAFETY: ctx is the current command's context; the pointers were
     // checked in `init` before STATE left CONSUMED.
     unsafe {
-        match STATE.load(Ordering::Relaxed) {
-            CONSUMED => {
-                drop_filter(ctx);
-                return true;
-            }
-            NO_CONSUMER | UNKNOWN => {}
-            _ => return true,
+        if SYNC_SEEN.load(Ordering::Relaxed) {
+            drop_filter(ctx);
+            return true;
+        }
+        let state = STATE.load(Ordering::Relaxed);
+        if state == CONSUMED || FILTER.load(Ordering::Relaxed).is_null() {
+            return true;
         }
         let Some(flags) = raw::RedisModule_GetContextFlags else {
             return true;
@@ -188,18 +201,13 @@ fn decide(ctx: *mut RedisModuleCtx) -> bool {
         {
             return true;
         }
-        if STATE.load(Ordering::Relaxed) == NO_CONSUMER {
+        if state == NO_CONSUMER {
             return false;
         }
-        // UNKNOWN: ask the server, and watch for SYNC/PSYNC from now on.
-        if no_backlog_and_no_replica(ctx) && watch_for_sync(ctx) {
-            STATE.store(NO_CONSUMER, Ordering::Relaxed);
-            false
-        } else {
-            STATE.store(CONSUMED, Ordering::Relaxed);
-            drop_filter(ctx);
-            true
-        }
+        // UNKNOWN: ask the server.
+        let skip = no_backlog_and_no_replica(ctx);
+        STATE.store(if skip { NO_CONSUMER } else { CONSUMED }, Ordering::Relaxed);
+        !skip
     }
 }
 
@@ -244,7 +252,7 @@ fn no_backlog_and_no_replica(ctx: *mut RedisModuleCtx) -> bool {
     }
 }
 
-/// Registers the `SYNC`/`PSYNC` filter unless it is; false if it cannot be.
+/// Registers the `SYNC`/`PSYNC` filter (at load); false if it cannot be.
 fn watch_for_sync(ctx: *mut RedisModuleCtx) -> bool {
     // SAFETY: ctx is the current command's context (its module owns the filter).
     unsafe {
@@ -299,6 +307,7 @@ unsafe extern "C" fn on_command(fctx: *mut RedisModuleCommandFilterCtx) {
         }
         let name = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
         if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
+            SYNC_SEEN.store(true, Ordering::Relaxed);
             STATE.store(CONSUMED, Ordering::Relaxed);
         }
     }
@@ -312,7 +321,7 @@ unsafe extern "C" fn on_event(
     _subevent: u64,
     _data: *mut c_void,
 ) {
-    if ENABLED.load(Ordering::Relaxed) {
+    if ENABLED.load(Ordering::Relaxed) && !SYNC_SEEN.load(Ordering::Relaxed) {
         STATE.store(UNKNOWN, Ordering::Relaxed);
     }
 }

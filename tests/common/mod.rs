@@ -64,6 +64,17 @@ impl Server {
     /// A server whose working directory (RDB / AOF files) is `dir`.
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
         let module = module_path();
+        let load: [&std::ffi::OsStr; 2] = ["--loadmodule".as_ref(), module.as_os_str()];
+        Server::launch(dir, &load, extra)
+    }
+
+    /// A server without the module (to `MODULE LOAD` it later).
+    pub fn start_without_module(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Server::launch(dir, &[], extra)
+    }
+
+    fn launch(dir: tempfile::TempDir, load: &[&std::ffi::OsStr], extra: &[&str]) -> Server {
         for _attempt in 0..5 {
             let port = free_port();
             let mut child = Command::new(server_binary())
@@ -81,8 +92,7 @@ impl Server {
                 .arg(dir.path())
                 .arg("--logfile")
                 .arg(dir.path().join("server.log"))
-                .arg("--loadmodule")
-                .arg(&module)
+                .args(load)
                 .args(extra)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
