@@ -353,7 +353,7 @@ what we compare.
 On a shared 2-core VM the ratios move from run to run, mostly through the
 `SET … PX` baseline (1.0–1.3 µs per call across runs). Four runs on
 2026-11-21 with the skipping described below put the O(1) commands at 0.94–1.55 ×
-`SET … PX` per call (medians per run 1.0, 1.1, 1.3, 1.3; one run had
+`SET … PX` per call (medians per run 1.0, 1.0, 1.4, 1.3; one run had
 `RL.LEAKYBUCKET` at 1.55 before each round started at a different command
 and the server was purged between runs) and the sliding log at 1.4–1.9 ×.
 callgrind, below, is the stable measure.
