@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{aof_contents, call, info_field, query, snapshot, wait_for_sync, Server};
@@ -152,14 +151,12 @@ fn writes_while_no_replica_is_connected_reach_it_through_the_backlog() {
     replicate_from(&mut r, &master);
     // Freeze the replica and drop its link: the master has no replica left,
     // only the backlog, which must receive the effects of what follows.
-    let signal = |sig: &str| {
-        let status = Command::new("kill")
-            .args([sig, &replica.pid().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+    let pid = libc::pid_t::try_from(replica.pid()).unwrap();
+    let signal = |sig: libc::c_int| {
+        // SAFETY: a plain kill(2) on our own child process.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
     };
-    signal("-STOP");
+    signal(libc::SIGSTOP);
     let _: i64 = query(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap();
     assert_eq!(info_field(&mut m, "replication", "connected_slaves"), "0");
     assert_eq!(
@@ -167,7 +164,7 @@ fn writes_while_no_replica_is_connected_reach_it_through_the_backlog() {
         "1"
     );
     let keys = write_all(&mut m, "away");
-    signal("-CONT");
+    signal(libc::SIGCONT);
     // The replica comes back with a partial resynchronisation, from the
     // backlog alone.
     wait_until("the partial resynchronisation", || {
