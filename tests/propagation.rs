@@ -63,6 +63,19 @@ fn counters(con: &mut redis::Connection) -> (i64, i64) {
     )
 }
 
+/// `replica` acknowledges everything `master` wrote and holds the same bytes
+/// and expiry for `keys`, having received effects only.
+fn assert_replica_matches(
+    master: &mut redis::Connection,
+    replica: &mut redis::Connection,
+    keys: &[String],
+) {
+    let acked: i64 = query(master, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(acked, 1, "the replica did not acknowledge");
+    assert_eq!(snapshot(replica, keys), snapshot(master, keys));
+    assert_no_module_commands_ran(replica, "the replica");
+}
+
 /// A master that starts a replica's full sync at once (no diskless delay).
 fn master() -> Server {
     Server::start_with(&[
@@ -137,10 +150,7 @@ fn a_replica_attached_after_unpropagated_writes_gets_every_later_effect() {
     keys.extend(write_all(&mut m, "before"));
     keys.extend(write_all(&mut m, "after"));
     assert_eq!(counters(&mut m), (14, 7));
-    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
-    assert_eq!(acked, 1);
-    assert_eq!(snapshot(&mut r, &keys), snapshot(&mut m, &keys));
-    assert_no_module_commands_ran(&mut r, "the replica");
+    assert_replica_matches(&mut m, &mut r, &keys);
 }
 
 #[test]
@@ -170,10 +180,7 @@ fn writes_while_no_replica_is_connected_reach_it_through_the_backlog() {
     wait_until("the partial resynchronisation", || {
         info_field(&mut m, "stats", "sync_partial_ok") == "1"
     });
-    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
-    assert_eq!(acked, 1);
-    assert_eq!(snapshot(&mut r, &keys), snapshot(&mut m, &keys));
-    assert_no_module_commands_ran(&mut r, "the replica");
+    assert_replica_matches(&mut m, &mut r, &keys);
 }
 
 #[test]
@@ -205,15 +212,7 @@ fn a_promoted_replica_feeds_its_backlog_with_effects() {
     // then replicates A beside C, then is promoted, and C resynchronises
     // partially from B's backlog: what B wrote after the promotion reaches C
     // from that backlog, as effects.
-    let a = master();
-    let b = Server::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--repl-diskless-sync-delay",
-        "0",
-    ]);
+    let (a, b) = (master(), master());
     let c = Server::start();
     let (mut a_con, mut b_con, mut c_con) = (a.connect(), b.connect(), c.connect());
     write_all(&mut b_con, "standalone");
@@ -227,10 +226,7 @@ fn a_promoted_replica_feeds_its_backlog_with_effects() {
     let keys = write_all(&mut b_con, "promoted");
     replicate_from(&mut c_con, &b);
     assert_eq!(info_field(&mut b_con, "stats", "sync_partial_ok"), "1");
-    let acked: i64 = query(&mut b_con, &["WAIT", "1", "5000"]).unwrap();
-    assert_eq!(acked, 1);
-    assert_eq!(snapshot(&mut c_con, &keys), snapshot(&mut b_con, &keys));
-    assert_no_module_commands_ran(&mut c_con, "the promoted replica's replica");
+    assert_replica_matches(&mut b_con, &mut c_con, &keys);
 }
 
 #[test]
@@ -256,10 +252,7 @@ fn a_reloaded_module_starts_over_and_still_sees_replicas_arrive() {
     replicate_from(&mut r, &master);
     keys.extend(write_all(&mut m, "third"));
     assert_eq!(counters(&mut m), (7, 7));
-    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
-    assert_eq!(acked, 1);
-    assert_eq!(snapshot(&mut r, &keys), snapshot(&mut m, &keys));
-    assert_no_module_commands_ran(&mut r, "the replica");
+    assert_replica_matches(&mut m, &mut r, &keys);
 }
 
 /// A raw RESP connection: commands written without waiting for a reply (the

@@ -254,7 +254,7 @@ fn no_backlog_and_no_replica(ctx: *mut RedisModuleCtx) -> bool {
 
 /// Registers the `SYNC`/`PSYNC` filter (at load); false if it cannot be.
 fn watch_for_sync(ctx: *mut RedisModuleCtx) -> bool {
-    // SAFETY: ctx is the current command's context (its module owns the filter).
+    // SAFETY: ctx is the load context (its module owns the filter).
     unsafe {
         if !FILTER.load(Ordering::Relaxed).is_null() {
             return true;
