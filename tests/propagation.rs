@@ -351,3 +351,50 @@ fn a_refused_load_leaves_nothing_behind_that_server_events_could_call() {
     let pong: String = query(&mut con, &["PING"]).unwrap();
     assert_eq!(pong, "PONG");
 }
+
+#[test]
+fn a_replica_attached_during_a_write_storm_ends_up_identical() {
+    // Writers run without pause while the replica syncs: writes before the
+    // PSYNC travel in its snapshot, writes after it as effects, and none is
+    // lost or sent as a command in between.
+    let master = master();
+    let replica = Server::start();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (mut con, stop) = (master.connect(), stop.clone());
+            std::thread::spawn(move || {
+                let mut keys = std::collections::BTreeSet::new();
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let key = format!("storm:{w}:{}", i % 50);
+                    call(&mut con, &["RL.GCRA", &key, "1000", "1", "600"]);
+                    call(
+                        &mut con,
+                        &["RL.SLIDINGLOG", &format!("{key}:log"), "1000", "600"],
+                    );
+                    keys.insert(key.clone());
+                    keys.insert(format!("{key}:log"));
+                    i += 1;
+                }
+                keys
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut r = replica.connect();
+    replicate_from(&mut r, &master);
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let keys: Vec<String> = writers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    let mut m = master.connect();
+    let (propagated, unpropagated) = counters(&mut m);
+    assert!(
+        propagated > 0 && unpropagated > 0,
+        "the storm did not span the PSYNC: {propagated} propagated, {unpropagated} not"
+    );
+    assert_replica_matches(&mut m, &mut r, &keys);
+}
