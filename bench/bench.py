@@ -384,9 +384,10 @@ the module skips that call (`src/command/propagate.rs`); a write then costs
 about what `SET … PX` does, plus the five-integer reply. `INFO ratelimit`
 counts the writes of each kind, and the benchmark checks that every write of
 the main runs skipped and every write of the backlog runs propagated. The
-price: until a replica first connects, the module's command filter (which
-watches for `SYNC` / `PSYNC`) runs for every command the server executes,
-about 120 instructions each (2.5% of a `SET … PX`); the `SET` rows include it.
+price: while writes skip, the module's command filter (which watches for
+`SYNC` / `PSYNC`) runs for every command the server executes, about 120
+instructions each (2.5% of a `SET … PX`); the `SET` rows of the main run
+include it.
 
 """
 

@@ -63,6 +63,19 @@ fn counters(con: &mut redis::Connection) -> (i64, i64) {
     )
 }
 
+/// How many command filters the module has registered (`INFO modules`).
+fn filters(con: &mut redis::Connection) -> String {
+    let info: String = query(con, &["INFO", "modules"]).unwrap();
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("module:name=ratelimit,"))
+        .unwrap_or_else(|| panic!("the module is not in INFO modules:\n{info}"));
+    line.split(',')
+        .find_map(|part| part.strip_prefix("filters="))
+        .unwrap_or_else(|| panic!("no filters= in {line}"))
+        .to_string()
+}
+
 /// `replica` acknowledges everything `master` wrote and holds the same bytes
 /// and expiry for `keys`, having received effects only.
 fn assert_replica_matches(
@@ -150,6 +163,8 @@ fn a_replica_attached_after_unpropagated_writes_gets_every_later_effect() {
     keys.extend(write_all(&mut m, "before"));
     keys.extend(write_all(&mut m, "after"));
     assert_eq!(counters(&mut m), (14, 7));
+    // Skipping is over for good, and the SYNC/PSYNC filter is gone.
+    assert_eq!(filters(&mut m), "0");
     assert_replica_matches(&mut m, &mut r, &keys);
 }
 
@@ -397,4 +412,22 @@ fn a_replica_attached_during_a_write_storm_ends_up_identical() {
         "the storm did not span the PSYNC: {propagated} propagated, {unpropagated} not"
     );
     assert_replica_matches(&mut m, &mut r, &keys);
+}
+
+#[test]
+fn the_filter_watches_only_while_writes_skip() {
+    // Standalone: the SYNC/PSYNC filter is there from the load on.
+    let standalone = Server::start();
+    let mut con = standalone.connect();
+    assert_eq!(filters(&mut con), "1");
+    write_all(&mut con, "k");
+    assert_eq!(filters(&mut con), "1");
+    // With an AOF the first write propagates, and removes the filter: a
+    // server that persists does not pay for it on every command.
+    let persisting = Server::start_with(&["--save", "", "--appendonly", "yes"]);
+    let mut con = persisting.connect();
+    assert_eq!(filters(&mut con), "1");
+    write_all(&mut con, "k");
+    assert_eq!(counters(&mut con), (7, 0));
+    assert_eq!(filters(&mut con), "0");
 }

@@ -21,17 +21,15 @@
 //!   filter is registered at load, so it sees even a `PSYNC` that a
 //!   `CLIENT PAUSE` holds back (Redis 7.2+ and Valkey do not filter a
 //!   command again when they process it after the pause).
-//! * The first `SYNC` / `PSYNC` ends the skipping for good (until the module
-//!   is loaded again) and removes the filter: a held-back `PSYNC` may create
-//!   its backlog at any later moment, so no later reading of `INFO` can be
-//!   trusted. A server that has had a replica keeps the per-write cost.
+//! * The first `SYNC` / `PSYNC`, or the first write that finds an AOF, a
+//!   backlog, a replica or the replica role, ends the skipping for good
+//!   (until the module is loaded again) and removes the filter, so a server
+//!   that replicates or persists pays nothing for it. (A held-back `PSYNC`
+//!   may create its backlog at any later moment, so once one was seen no
+//!   later reading of `INFO` could be trusted anyway.)
 //! * Before that, a change of role or a load of the dataset (both can create
 //!   a backlog without `SYNC`, e.g. a promoted replica keeps its backlog)
 //!   forgets what was read; the next write reads `INFO replication` again.
-//!
-//! While a backlog exists, effects are propagated (the backlog outlives its
-//! replicas by `repl-backlog-ttl`, and nothing tells a module when it is
-//! freed; the next role change or load reads it again).
 //!
 //! A skipped write still calls `RedisModule_ReplicateVerbatim`, which the
 //! server drops just the same but which counts the write in `server.dirty`,
@@ -57,8 +55,10 @@ static STATE: AtomicU8 = AtomicU8::new(CONSUMED);
 /// skipped it (`INFO ratelimit`).
 static PROPAGATED: AtomicU64 = AtomicU64::new(0);
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
-/// Set when the filter sees the first `SYNC` / `PSYNC`: skipping is over.
-static SYNC_SEEN: AtomicBool = AtomicBool::new(false);
+/// Set by the first `SYNC` / `PSYNC`, or by the first write that finds
+/// something consuming effects: skipping is over until the module is loaded
+/// again.
+static CONSUMER_SEEN: AtomicBool = AtomicBool::new(false);
 /// Whether the server has every API the skipping needs (set at load).
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// The registered `SYNC`/`PSYNC` filter, null when none is.
@@ -71,7 +71,7 @@ pub fn init(ctx: *mut RedisModuleCtx) {
     FILTER.store(std::ptr::null_mut(), Ordering::Relaxed);
     STATE.store(CONSUMED, Ordering::Relaxed);
     ENABLED.store(false, Ordering::Relaxed);
-    SYNC_SEEN.store(false, Ordering::Relaxed);
+    CONSUMER_SEEN.store(false, Ordering::Relaxed);
     PROPAGATED.store(0, Ordering::Relaxed);
     SKIPPED.store(0, Ordering::Relaxed);
     // SAFETY: plain reads of function pointers set at load; ctx is the load
@@ -184,7 +184,7 @@ fn decide(ctx: *mut RedisModuleCtx) -> bool {
     // SAFETY: ctx is the current command's context; the pointers were
     // checked in `init` before STATE left CONSUMED.
     unsafe {
-        if SYNC_SEEN.load(Ordering::Relaxed) {
+        if CONSUMER_SEEN.load(Ordering::Relaxed) {
             drop_filter(ctx);
             return true;
         }
@@ -196,17 +196,18 @@ fn decide(ctx: *mut RedisModuleCtx) -> bool {
             return true;
         };
         let flags = flags(ctx) as u32;
-        if flags & raw::REDISMODULE_CTX_FLAGS_AOF != 0
-            || flags & raw::REDISMODULE_CTX_FLAGS_MASTER == 0
-        {
-            return true;
+        let skip = flags & raw::REDISMODULE_CTX_FLAGS_AOF == 0
+            && flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
+            && (state == NO_CONSUMER || no_backlog_and_no_replica(ctx));
+        if skip {
+            STATE.store(NO_CONSUMER, Ordering::Relaxed);
+        } else {
+            // Something consumes effects: propagate from now on, and stop
+            // taxing every command with the filter.
+            CONSUMER_SEEN.store(true, Ordering::Relaxed);
+            STATE.store(CONSUMED, Ordering::Relaxed);
+            drop_filter(ctx);
         }
-        if state == NO_CONSUMER {
-            return false;
-        }
-        // UNKNOWN: ask the server.
-        let skip = no_backlog_and_no_replica(ctx);
-        STATE.store(if skip { NO_CONSUMER } else { CONSUMED }, Ordering::Relaxed);
         !skip
     }
 }
@@ -307,7 +308,7 @@ unsafe extern "C" fn on_command(fctx: *mut RedisModuleCommandFilterCtx) {
         }
         let name = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
         if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
-            SYNC_SEEN.store(true, Ordering::Relaxed);
+            CONSUMER_SEEN.store(true, Ordering::Relaxed);
             STATE.store(CONSUMED, Ordering::Relaxed);
         }
     }
@@ -321,7 +322,7 @@ unsafe extern "C" fn on_event(
     _subevent: u64,
     _data: *mut c_void,
 ) {
-    if ENABLED.load(Ordering::Relaxed) && !SYNC_SEEN.load(Ordering::Relaxed) {
+    if ENABLED.load(Ordering::Relaxed) && !CONSUMER_SEEN.load(Ordering::Relaxed) {
         STATE.store(UNKNOWN, Ordering::Relaxed);
     }
 }
