@@ -76,8 +76,10 @@ fn filters(con: &mut redis::Connection) -> String {
         .to_string()
 }
 
-/// `replica` acknowledges everything `master` wrote and holds the same bytes
-/// and expiry for `keys`, having received effects only.
+/// `replica` acknowledges everything written through the `master`
+/// connection (`WAIT` waits for that connection's own writes) and holds the
+/// same bytes and expiry for `keys`, having received effects only; lists the
+/// keys that differ otherwise.
 fn assert_replica_matches(
     master: &mut redis::Connection,
     replica: &mut redis::Connection,
@@ -85,7 +87,30 @@ fn assert_replica_matches(
 ) {
     let acked: i64 = query(master, &["WAIT", "1", "5000"]).unwrap();
     assert_eq!(acked, 1, "the replica did not acknowledge");
-    assert_eq!(snapshot(replica, keys), snapshot(master, keys));
+    let (on_master, on_replica) = (snapshot(master, keys), snapshot(replica, keys));
+    let differ: Vec<_> = on_master
+        .iter()
+        .zip(&on_replica)
+        .filter(|(m, r)| m != r)
+        .map(|(m, r)| {
+            let text = |d: &[u8]| String::from_utf8_lossy(d).into_owned();
+            format!(
+                "{}: master {:?} expiring {}, replica {:?} expiring {}",
+                m.0,
+                text(&m.1),
+                m.2,
+                text(&r.1),
+                r.2
+            )
+        })
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{} of {} keys differ on the replica:\n{}",
+        differ.len(),
+        keys.len(),
+        differ.join("\n")
+    );
     assert_no_module_commands_ran(replica, "the replica");
 }
 
@@ -406,6 +431,9 @@ fn a_replica_attached_during_a_write_storm_ends_up_identical() {
         .flat_map(|w| w.join().unwrap())
         .collect();
     let mut m = master.connect();
+    // WAIT waits for this connection's own writes: one write here, after all
+    // of the writers', makes it wait for theirs too.
+    let _: () = query(&mut m, &["SET", "storm:marker", "1"]).unwrap();
     let (propagated, unpropagated) = counters(&mut m);
     assert!(
         propagated > 0 && unpropagated > 0,
