@@ -59,9 +59,25 @@ redis_module::redis_module! {
     init: init_module,
 }
 
+/// Module arguments (`loadmodule <path> [propagate-always]`):
+/// `propagate-always` hands every write's effects to the server even when
+/// nothing consumes them (see `command::propagate`). Anything else refuses
+/// the load, with a log line.
 fn init_module(
     ctx: &redis_module::Context,
-    _args: &[redis_module::RedisString],
+    args: &[redis_module::RedisString],
 ) -> redis_module::Status {
-    command::register_all(ctx)
+    let mut propagate_always = false;
+    for arg in args {
+        let arg = arg.to_string_lossy();
+        if arg.eq_ignore_ascii_case("propagate-always") {
+            propagate_always = true;
+        } else {
+            ctx.log_warning(&format!(
+                "ratelimit: unknown module argument '{arg}' (known: propagate-always); not loading"
+            ));
+            return redis_module::Status::Err;
+        }
+    }
+    command::register_all(ctx, propagate_always)
 }

@@ -459,3 +459,33 @@ fn the_filter_watches_only_while_writes_skip() {
     assert_eq!(counters(&mut con), (7, 0));
     assert_eq!(filters(&mut con), "0");
 }
+
+#[test]
+fn the_propagate_always_argument_hands_every_write_over() {
+    // `loadmodule <path> propagate-always`: no filter, no skipping.
+    let path = common::module_path();
+    let server = Server::start_without_module(&[
+        "--save",
+        "",
+        "--loadmodule",
+        path.to_str().unwrap(),
+        "propagate-always",
+    ]);
+    let mut con = server.connect();
+    assert_eq!(filters(&mut con), "0");
+    write_all(&mut con, "k");
+    assert_eq!(counters(&mut con), (7, 0));
+    // An unknown argument refuses the load, saying why.
+    let admin = Server::start_without_module(&["--save", "", "--enable-module-command", "yes"]);
+    let mut con = admin.connect();
+    let refused: redis::RedisResult<()> = query(
+        &mut con,
+        &["MODULE", "LOAD", path.to_str().unwrap(), "bogus"],
+    );
+    assert!(refused.is_err(), "loaded with an unknown argument");
+    assert!(
+        admin.log().contains("unknown module argument 'bogus'"),
+        "{}",
+        admin.log()
+    );
+}

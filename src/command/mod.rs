@@ -213,11 +213,12 @@ const DEBUG_COMMANDS: [(&Spec, EntryPoint); 0] = [];
 pub const O1_FLAGS: &CStr = c"write deny-oom fast";
 
 /// Registers every command with the key at position 1 (first key 1, last key 1,
-/// step 1), so that Redis Cluster routes by it and ACL key patterns apply.
+/// step 1), so that Redis Cluster routes by it and ACL key patterns apply;
+/// `propagate_always` turns off the skipping of [`propagate`].
 ///
 /// Fails the load, with a log line, when the server lacks an API the hot path
 /// needs (none is newer than Redis 6.2.2).
-pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
+pub fn register_all(ctx: &redis_module::Context, propagate_always: bool) -> redis_module::Status {
     // SAFETY: plain reads of function pointers set by `RedisModule_Init`.
     let required = unsafe {
         [
@@ -423,7 +424,7 @@ pub fn register_all(ctx: &redis_module::Context) -> redis_module::Status {
     }
     // Last: it subscribes to server events, and Redis 7.0 does not remove a
     // failed load's subscriptions (the next event would call unloaded code).
-    propagate::init(ctx.ctx);
+    propagate::init(ctx.ctx, propagate_always);
     redis_module::Status::Ok
 }
 

@@ -66,8 +66,9 @@ static FILTER: AtomicPtr<RedisModuleCommandFilter> = AtomicPtr::new(std::ptr::nu
 
 /// Resets what is known (a reloaded module must not trust a previous load's
 /// state) and subscribes to the events that invalidate it. Called at load;
-/// on a server without these APIs every write propagates.
-pub fn init(ctx: *mut RedisModuleCtx) {
+/// with `propagate_always` (the module argument), or on a server without
+/// these APIs, every write propagates.
+pub fn init(ctx: *mut RedisModuleCtx, propagate_always: bool) {
     FILTER.store(std::ptr::null_mut(), Ordering::Relaxed);
     STATE.store(CONSUMED, Ordering::Relaxed);
     ENABLED.store(false, Ordering::Relaxed);
@@ -80,6 +81,9 @@ pub fn init(ctx: *mut RedisModuleCtx) {
         // Replaces the (empty) info function of the `redis_module!` macro.
         if let Some(register_info) = raw::RedisModule_RegisterInfoFunc {
             register_info(ctx, Some(on_info));
+        }
+        if propagate_always {
+            return;
         }
         let present = [
             {
