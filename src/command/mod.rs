@@ -357,10 +357,10 @@ pub fn register_all(ctx: &redis_module::Context, propagate_always: bool) -> redi
     let Some(create) = (unsafe { raw::RedisModule_CreateCommand }) else {
         return redis_module::Status::Err;
     };
-    store::create_constants();
-    // The module's ACL category, on servers that have module categories.
-    // SAFETY: a plain read of a function pointer set at load; ctx is the
-    // load context (the only place this call is allowed).
+    if !store::create_constants() {
+        ctx.log_warning("ratelimit: could not create the module's constant strings; not loading");
+        return redis_module::Status::Err;
+    }
     // The module's ACL category, on servers that have module categories. On
     // a reload the category already exists (the server keeps it) and adding
     // it fails: the commands still get it.

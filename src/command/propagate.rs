@@ -36,21 +36,16 @@
 //! so `save` points and `rdb_changes_since_last_save` see it.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use redis_module::raw::{
     self, RedisModuleCommandFilter, RedisModuleCommandFilterCtx, RedisModuleCtx, RedisModuleEvent,
     RedisModuleInfoCtx,
 };
 
-/// Nothing known: the next write reads `INFO replication`.
-const UNKNOWN: u8 = 0;
-/// No backlog and no replica (and no `SYNC`/`PSYNC` seen since).
-const NO_CONSUMER: u8 = 1;
-/// A backlog or a replica may exist: every write propagates its effects.
-const CONSUMED: u8 = 2;
-
-static STATE: AtomicU8 = AtomicU8::new(CONSUMED);
+/// `INFO replication` said "no backlog, no replica" and no role change or
+/// load happened since; false: the next write reads it again.
+static NO_CONSUMER: AtomicBool = AtomicBool::new(false);
 /// Writes whose effects went to `RedisModule_Replicate`, and writes that
 /// skipped it (`INFO ratelimit`).
 static PROPAGATED: AtomicU64 = AtomicU64::new(0);
@@ -59,9 +54,9 @@ static SKIPPED: AtomicU64 = AtomicU64::new(0);
 /// something consuming effects: skipping is over until the module is loaded
 /// again.
 static CONSUMER_SEEN: AtomicBool = AtomicBool::new(false);
-/// Whether the server has every API the skipping needs (set at load).
-static ENABLED: AtomicBool = AtomicBool::new(false);
-/// The registered `SYNC`/`PSYNC` filter, null when none is.
+/// The registered `SYNC`/`PSYNC` filter, null when none is: writes skip
+/// propagation only while it is registered (never with `propagate-always`,
+/// on a server without the APIs, or after a consumer was seen).
 static FILTER: AtomicPtr<RedisModuleCommandFilter> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Resets what is known (a reloaded module must not trust a previous load's
@@ -70,8 +65,7 @@ static FILTER: AtomicPtr<RedisModuleCommandFilter> = AtomicPtr::new(std::ptr::nu
 /// these APIs, every write propagates.
 pub fn init(ctx: *mut RedisModuleCtx, propagate_always: bool) {
     FILTER.store(std::ptr::null_mut(), Ordering::Relaxed);
-    STATE.store(CONSUMED, Ordering::Relaxed);
-    ENABLED.store(false, Ordering::Relaxed);
+    NO_CONSUMER.store(false, Ordering::Relaxed);
     CONSUMER_SEEN.store(false, Ordering::Relaxed);
     PROPAGATED.store(0, Ordering::Relaxed);
     SKIPPED.store(0, Ordering::Relaxed);
@@ -142,12 +136,9 @@ pub fn init(ctx: *mut RedisModuleCtx, propagate_always: bool) {
                 return;
             }
         }
-        if !watch_for_sync(ctx) {
-            return;
-        }
+        // Last: once registered, writes may skip.
+        watch_for_sync(ctx);
     }
-    ENABLED.store(true, Ordering::Relaxed);
-    STATE.store(UNKNOWN, Ordering::Relaxed);
 }
 
 /// Whether the effects of the write the current command is about to make
@@ -186,14 +177,13 @@ unsafe extern "C" fn on_info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c_
 
 fn decide(ctx: *mut RedisModuleCtx) -> bool {
     // SAFETY: ctx is the current command's context; the pointers were
-    // checked in `init` before STATE left CONSUMED.
+    // checked in `init` before it registered the filter.
     unsafe {
         if CONSUMER_SEEN.load(Ordering::Relaxed) {
             drop_filter(ctx);
             return true;
         }
-        let state = STATE.load(Ordering::Relaxed);
-        if state == CONSUMED || FILTER.load(Ordering::Relaxed).is_null() {
+        if FILTER.load(Ordering::Relaxed).is_null() {
             return true;
         }
         let Some(flags) = raw::RedisModule_GetContextFlags else {
@@ -202,14 +192,13 @@ fn decide(ctx: *mut RedisModuleCtx) -> bool {
         let flags = flags(ctx) as u32;
         let skip = flags & raw::REDISMODULE_CTX_FLAGS_AOF == 0
             && flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
-            && (state == NO_CONSUMER || no_backlog_and_no_replica(ctx));
+            && (NO_CONSUMER.load(Ordering::Relaxed) || no_backlog_and_no_replica(ctx));
         if skip {
-            STATE.store(NO_CONSUMER, Ordering::Relaxed);
+            NO_CONSUMER.store(true, Ordering::Relaxed);
         } else {
             // Something consumes effects: propagate from now on, and stop
             // taxing every command with the filter.
             CONSUMER_SEEN.store(true, Ordering::Relaxed);
-            STATE.store(CONSUMED, Ordering::Relaxed);
             drop_filter(ctx);
         }
         !skip
@@ -257,19 +246,14 @@ fn no_backlog_and_no_replica(ctx: *mut RedisModuleCtx) -> bool {
     }
 }
 
-/// Registers the `SYNC`/`PSYNC` filter (at load); false if it cannot be.
-fn watch_for_sync(ctx: *mut RedisModuleCtx) -> bool {
+/// Registers the `SYNC`/`PSYNC` filter (at load); leaves FILTER null if the
+/// server refuses it.
+fn watch_for_sync(ctx: *mut RedisModuleCtx) {
     // SAFETY: ctx is the load context (its module owns the filter).
     unsafe {
-        if !FILTER.load(Ordering::Relaxed).is_null() {
-            return true;
+        if let Some(register) = raw::RedisModule_RegisterCommandFilter {
+            FILTER.store(register(ctx, Some(on_command), 0), Ordering::Relaxed);
         }
-        let Some(register) = raw::RedisModule_RegisterCommandFilter else {
-            return false;
-        };
-        let filter = register(ctx, Some(on_command), 0);
-        FILTER.store(filter, Ordering::Relaxed);
-        !filter.is_null()
     }
 }
 
@@ -313,7 +297,6 @@ unsafe extern "C" fn on_command(fctx: *mut RedisModuleCommandFilterCtx) {
         let name = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
         if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
             CONSUMER_SEEN.store(true, Ordering::Relaxed);
-            STATE.store(CONSUMED, Ordering::Relaxed);
         }
     }
 }
@@ -326,7 +309,5 @@ unsafe extern "C" fn on_event(
     _subevent: u64,
     _data: *mut c_void,
 ) {
-    if ENABLED.load(Ordering::Relaxed) && !CONSUMER_SEEN.load(Ordering::Relaxed) {
-        STATE.store(UNKNOWN, Ordering::Relaxed);
-    }
+    NO_CONSUMER.store(false, Ordering::Relaxed);
 }

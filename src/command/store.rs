@@ -24,8 +24,8 @@ use crate::time::{ceil_ms, server_now_us};
 static PXAT: AtomicPtr<RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Creates the constant strings used when propagating effects. Called once,
-/// at load.
-pub fn create_constants() {
+/// at load; false (refuse the load) if the server could not create them.
+pub fn create_constants() -> bool {
     // SAFETY: a NULL context makes a string that lives until freed (never).
     unsafe {
         if let Some(create) = raw::RedisModule_CreateString {
@@ -35,6 +35,7 @@ pub fn create_constants() {
             );
         }
     }
+    !PXAT.load(Ordering::Relaxed).is_null()
 }
 
 /// An open key, closed on drop.
@@ -163,37 +164,20 @@ impl Key {
                     what: "could not set the expiry",
                 });
             }
-            let pxat = PXAT.load(Ordering::Relaxed);
-            let (value_ptr, expire_at_ms) = (
-                value.as_ptr().cast::<c_char>(),
-                expire_at_ms as std::ffi::c_longlong,
-            );
-            if !propagate::effects_needed(self.ctx) {
-                propagate::count_write(self.ctx);
-            } else if pxat.is_null() {
-                let fmt = c"sbcl".as_ptr();
+            if propagate::effects_needed(self.ctx) {
+                // SET key value PXAT ms (PXAT created at load, never null).
                 replicate(
                     self.ctx,
                     c"SET".as_ptr(),
-                    fmt,
+                    c"sbsl".as_ptr(),
                     self.name,
-                    value_ptr,
+                    value.as_ptr().cast::<c_char>(),
                     value.len(),
-                    c"PXAT".as_ptr(),
-                    expire_at_ms,
+                    PXAT.load(Ordering::Relaxed),
+                    expire_at_ms as std::ffi::c_longlong,
                 );
             } else {
-                let fmt = c"sbsl".as_ptr();
-                replicate(
-                    self.ctx,
-                    c"SET".as_ptr(),
-                    fmt,
-                    self.name,
-                    value_ptr,
-                    value.len(),
-                    pxat,
-                    expire_at_ms,
-                );
+                propagate::count_write(self.ctx);
             }
             // The module signals modified keys itself, only when it writes
             // (see `command::register_all`): a limited call leaves WATCH alone.
