@@ -5,30 +5,60 @@ REDIS_SERVER ?= redis-server
 MODULE_RELEASE := target/release/libredis_ratelimit.so
 MODULE_DEBUG := target/debug/libredis_ratelimit.so
 
+# make run listens here (127.0.0.1); make run PORT=6380 for another port.
+PORT ?= 6379
+VERSION := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
+ARCH := $(shell uname -m)
+DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m)
+DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
+
 .DEFAULT_GOAL := help
-.PHONY: help build build-debug run test test-long test-unit test-integration compat lint fmt bench clean
+.PHONY: help setup build build-debug run test test-release test-long test-unit test-integration \
+	test-examples test-packages compat lint fmt bench dist deb clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 
-build: ## Build the release module (target/release/libredis_ratelimit.so)
+setup: ## Install with apt what the build and tests need (libclang-dev, redis-server, redis-tools), only what is missing
+	@scripts/setup.sh core
+
+build: setup ## Build the release module (target/release/libredis_ratelimit.so)
 	$(CARGO) build --release
 
-build-debug: ## Build the debug module the integration tests load
+build-debug: setup ## Build the debug module the integration tests load
 	$(CARGO) build
 
-run: build ## Build, then start redis-server with the module from redis.conf (127.0.0.1:6379)
-	$(REDIS_SERVER) redis.conf
+run: build ## Build, then start redis-server with the module on 127.0.0.1:$(PORT) (make run PORT=6380)
+	@scripts/port-free.sh $(PORT)
+	$(REDIS_SERVER) redis.conf --port $(PORT)
 
 test: build-debug ## Build and run every test: unit, property and integration (real redis-server)
 	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test
 	# The pure core once more in the release profile: no panic in any build profile.
 	$(CARGO) test --release --lib
 
+test-release: build ## The integration tests against the release module (what users load)
+	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --release --test '*'
+
+test-examples: build ## Run examples/python and examples/node against a real server with the module
+	@scripts/setup.sh examples
+	scripts/test-examples.sh $(CURDIR)/$(MODULE_RELEASE)
+
+dist: build ## Write dist/$(DIST_NAME).tar.gz (module, README, LICENSE, config snippet) and dist/SHA256SUMS
+	@scripts/setup.sh packages
+	scripts/dist.sh tarball $(VERSION) $(ARCH) $(CURDIR)/$(MODULE_RELEASE)
+
+deb: build ## Build dist/redis-ratelimit_$(VERSION)_$(DEB_ARCH).deb (module in /usr/lib/redis/modules/)
+	@scripts/setup.sh packages
+	scripts/dist.sh deb $(VERSION) $(DEB_ARCH) $(CURDIR)/$(MODULE_RELEASE)
+
+test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball
+	scripts/test-packages.sh $(VERSION) $(ARCH) $(DEB_ARCH)
+
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test
 	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*' -- --ignored
 
-test-unit: ## Only the unit and property tests (no server needed)
+test-unit: setup ## Only the unit and property tests (no server needed)
 	$(CARGO) test --lib
 
 test-integration: build-debug ## Only the integration tests against a real redis-server
@@ -52,7 +82,7 @@ compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0 
 	if [ $${#failed[@]} -gt 0 ]; then echo "compat: failed on: $${failed[*]}"; exit 1; fi; \
 	echo "compat: all servers passed"
 
-lint: ## cargo fmt --check and cargo clippy -D warnings
+lint: setup ## cargo fmt --check and cargo clippy -D warnings
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
@@ -62,5 +92,6 @@ fmt: ## Format the code
 bench: build ## Benchmark every command vs SET … PX, INCR and Lua; writes bench/README.md
 	python3 bench/bench.py --module $(CURDIR)/$(MODULE_RELEASE) --write-readme
 
-clean: ## Remove build products
+clean: ## Remove build products (target/, dist/)
 	$(CARGO) clean
+	rm -rf dist

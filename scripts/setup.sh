@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# scripts/setup.sh [core|examples|packages|all] …
+#
+# Installs with apt what building, testing and running redis-ratelimit needs, and only what is
+# missing; prints what it installs and why. Idempotent: when nothing is missing it only looks
+# (no apt, no network) and takes a few milliseconds. `make setup`, `make run`, `make test` and
+# `.ci/run` call it; the package lists below are the only ones in the project.
+#
+#   core      (default) the build and `make test`: libclang for bindgen, redis-server, redis-cli
+#   examples  `make test-examples`: Python 3 with redis-py, Node.js with npm
+#   packages  `make deb` / `make dist`: dpkg-deb, sha256sum, tar (coreutils and dpkg: always there
+#             on Debian, checked anyway)
+#
+# Uses sudo when not root. Where apt is absent it names the packages and stops. Checks that cargo
+# is there and at least the crate's rust-version (rustup installs it: https://rustup.rs).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+say() { echo "setup: $*" >&2; }
+die() {
+  echo "setup: error: $*" >&2
+  exit 1
+}
+
+# ------------------------------------------------------------------ what is missing
+missing=()   # Debian package names
+why=()       # one reason per package, same order
+need() {
+  local pkg=$1 reason=$2 p
+  for p in "${missing[@]+"${missing[@]}"}"; do [ "$p" = "$pkg" ] && return 0; done
+  missing+=("$pkg")
+  why+=("$reason")
+}
+
+# bindgen (through clang-sys) loads libclang by these names only: libclang.so, libclang-*.so,
+# libclang.so.*, libclang-*.so.* — libclang-cpp*.so (a different library, which Debian's
+# clang packages bring along) does not count. Looked for where clang-sys looks: LIBCLANG_PATH,
+# the llvm-config libdir, the LLVM trees and the system library directories.
+has_libclang() {
+  local dirs=() d f base
+  [ -n "${LIBCLANG_PATH:-}" ] && dirs+=("$LIBCLANG_PATH")
+  if command -v llvm-config >/dev/null 2>&1; then dirs+=("$(llvm-config --libdir 2>/dev/null)"); fi
+  dirs+=(/usr/lib/llvm-*/lib /usr/local/lib /usr/lib /usr/lib64 /usr/lib/*-linux-gnu /lib/*-linux-gnu)
+  for d in "${dirs[@]}"; do
+    [ -d "$d" ] || continue
+    for f in "$d"/libclang.so "$d"/libclang-*.so "$d"/libclang.so.* "$d"/libclang-*.so.*; do
+      [ -e "$f" ] || continue
+      base=${f##*/}
+      [[ "$base" == libclang-cpp* ]] && continue
+      return 0
+    done
+  done
+  return 1
+}
+
+check_core() {
+  has_libclang || need libclang-dev "the build: bindgen (redis-module's build script) needs libclang"
+  command -v redis-server >/dev/null 2>&1 ||
+    need redis-server "make run and the integration tests start redis-server with the module"
+  command -v redis-cli >/dev/null 2>&1 || need redis-tools "redis-cli, for make run's port check and the README's examples"
+  # servers.sh (make compat) unpacks Valkey with dpkg-deb and builds Redis 8.0 with pkg-config.
+  command -v pkg-config >/dev/null 2>&1 || need pkg-config "make compat builds Redis 8.0 from source"
+  [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] ||
+    need debian-archive-keyring "make compat fetches Valkey 8.0 and Redis 8.0 with apt"
+}
+
+check_examples() {
+  # apt's python3-redis is for Debian's own Python (/usr/bin/python3), which is what
+  # `make test-examples` runs the example with (a pyenv or venv python3 on PATH has its own).
+  [ -x /usr/bin/python3 ] || need python3 "examples/python runs on Python 3"
+  if ! /usr/bin/python3 -c 'import redis' >/dev/null 2>&1; then
+    need python3-redis "examples/python uses redis-py"
+  fi
+  command -v node >/dev/null 2>&1 || need nodejs "examples/node runs on Node.js"
+  command -v npm >/dev/null 2>&1 || need npm "examples/node installs ioredis from the npm registry"
+}
+
+check_packages() {
+  command -v dpkg-deb >/dev/null 2>&1 || need dpkg "make deb builds the package with dpkg-deb"
+  command -v sha256sum >/dev/null 2>&1 || need coreutils "make dist writes SHA256SUMS"
+  command -v tar >/dev/null 2>&1 || need tar "make dist writes a tarball"
+  command -v gzip >/dev/null 2>&1 || need gzip "make dist compresses the tarball"
+}
+
+# The crate's rust-version, e.g. 1.80 (Cargo.toml).
+check_cargo() {
+  local wanted have
+  wanted="$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' "$root/Cargo.toml" | head -n 1)"
+  if ! command -v cargo >/dev/null 2>&1; then
+    die "cargo is not installed: install Rust $wanted or newer with rustup (https://rustup.rs), then run this again"
+  fi
+  have="$(cargo --version 2>/dev/null | awk '{print $2}')"
+  have="${have%%-*}"
+  if [ -n "$wanted" ] && [ "$(printf '%s\n%s\n' "$wanted" "$have" | sort -V | head -n 1)" != "$wanted" ]; then
+    die "cargo $have is older than this crate's rust-version $wanted: run 'rustup update' (Debian's packaged cargo is too old; use rustup)"
+  fi
+}
+
+groups=("$@")
+[ ${#groups[@]} -gt 0 ] || groups=(core)
+for g in "${groups[@]}"; do
+  case "$g" in
+    core) check_cargo; check_core ;;
+    examples) check_examples ;;
+    packages) check_packages ;;
+    all) check_cargo; check_core; check_examples; check_packages ;;
+    *) die "unknown group '$g' (known: core, examples, packages, all)" ;;
+  esac
+done
+
+[ ${#missing[@]} -gt 0 ] || exit 0
+
+for i in "${!missing[@]}"; do
+  say "missing ${missing[$i]}: ${why[$i]}"
+done
+if ! command -v apt-get >/dev/null 2>&1; then
+  die "no apt-get here: install these packages (Debian names) with your package manager, then run this again: ${missing[*]}"
+fi
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || die "not root and no sudo: as root, run apt-get install ${missing[*]}"
+  sudo_cmd=(sudo)
+fi
+say "installing ${missing[*]} with apt-get${sudo_cmd:+ (through sudo)}"
+"${sudo_cmd[@]}" apt-get update -qq </dev/null || die "apt-get update failed"
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >&2 ||
+  die "apt-get install ${missing[*]} failed"
+if [[ " ${missing[*]} " == *" redis-server "* ]]; then
+  say "note: Debian's redis-server package starts its own server (without this module) on 127.0.0.1:6379"
+  say "      where an init system runs; 'make run' then needs PORT=<n>, or stop it: sudo systemctl stop redis-server"
+fi
+has_libclang || [[ " ${groups[*]} " != *" core "* && " ${groups[*]} " != *" all "* ]] ||
+  die "libclang-dev is installed but no libclang.so was found; set LIBCLANG_PATH to the directory holding it"
+say "done"
