@@ -27,6 +27,10 @@ pub enum Error {
         bound: &'static str,
     },
 
+    /// An `RL.SLIDINGLOG` limit above the module setting `sliding-log-max-limit`.
+    #[error("ERR limit must be <= {max} (the module's sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW")]
+    LimitAboveSetting { max: i64 },
+
     /// A period / window that is not finite, not > 0, rounds to less than 1 µs,
     /// or does not fit the microsecond clock.
     #[error("ERR {arg} must be a finite number of seconds, at least 0.000001 and at most 9.2e12")]
@@ -86,6 +90,7 @@ mod tests {
                 arg: "tokens_per_period",
             },
             Error::Overflow,
+            Error::LimitAboveSetting { max: 1000 },
             Error::Syntax,
             Error::InvalidState { command: "RL.GCRA" },
             Error::Internal { what: "panic" },

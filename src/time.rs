@@ -21,17 +21,7 @@ pub const MAX_PERIOD_SECS: f64 = 9.2e12;
 /// sees the same instant, and it agrees with the clock the server uses for key
 /// expiry. On Redis 7.0 it is `RedisModule_Milliseconds() × 1000`.
 pub fn server_now_us() -> i64 {
-    // SAFETY: these function pointers are filled in by `RedisModule_Init`
-    // before any command can run, and stay valid for the server's lifetime.
-    unsafe {
-        if let Some(cached_us) = redis_module::raw::RedisModule_CachedMicroseconds {
-            return cached_us();
-        }
-        match redis_module::raw::RedisModule_Milliseconds {
-            Some(ms) => ms().saturating_mul(US_PER_MS),
-            None => 0, // unreachable: present since Redis 4; checked at load.
-        }
-    }
+    crate::server::clock_us()
 }
 
 /// Converts a period given in seconds (as parsed by Redis's float parser) to

@@ -10,6 +10,8 @@
 //! are `i64` microseconds (names end in `_us`). Arithmetic is checked: a
 //! combination that would overflow is an [`Error::Overflow`], never a wrap.
 
+#![forbid(unsafe_code)]
+
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;

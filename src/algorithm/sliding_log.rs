@@ -20,13 +20,18 @@ use super::{sub, Decision};
 use crate::error::{Error, Result};
 
 /// Read access to a log of timestamps (µs since the epoch), ascending.
+///
+/// Every method is bounded by its arguments, not by the log's length: a log
+/// may hold any number of stale entries (older than the window) that later
+/// calls remove a few at a time.
 pub trait TimestampLog {
     /// The newest timestamp, or `None` for an empty log.
     fn newest_us(&self) -> Result<Option<i64>>;
-    /// How many entries have a timestamp `> after_us`.
-    fn count_after(&self, after_us: i64) -> Result<i64>;
-    /// The timestamp of the `k`-th (0-based) entry with a timestamp `> after_us`.
-    fn nth_after(&self, after_us: i64, k: i64) -> Result<Option<i64>>;
+    /// How many entries have a timestamp `> after_us`, counting at most
+    /// `at_most` (the newest ones).
+    fn count_after(&self, after_us: i64, at_most: i64) -> Result<i64>;
+    /// The timestamp of the `k`-th (0-based) newest entry.
+    fn nth_newest(&self, k: i64) -> Result<Option<i64>>;
 }
 
 /// An ascending slice of timestamps is a log (used by tests and tools).
@@ -34,24 +39,27 @@ impl TimestampLog for [i64] {
     fn newest_us(&self) -> Result<Option<i64>> {
         Ok(self.last().copied())
     }
-    fn count_after(&self, after_us: i64) -> Result<i64> {
+    fn count_after(&self, after_us: i64, at_most: i64) -> Result<i64> {
         let first = self.partition_point(|&t| t <= after_us);
-        Ok((self.len() - first) as i64)
+        Ok(((self.len() - first) as i64).min(at_most))
     }
-    fn nth_after(&self, after_us: i64, k: i64) -> Result<Option<i64>> {
-        let first = self.partition_point(|&t| t <= after_us);
+    fn nth_newest(&self, k: i64) -> Result<Option<i64>> {
         Ok(usize::try_from(k)
             .ok()
-            .and_then(|k| self.get(first.checked_add(k)?))
-            .copied())
+            .and_then(|k| self.len().checked_sub(k + 1))
+            .map(|i| self[i]))
     }
 }
 
 /// The change an allowed request makes to the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogUpdate {
-    /// Remove every entry with a timestamp `≤ remove_through_us` (outside the window).
+    /// Remove the oldest entries with a timestamp `≤ remove_through_us`
+    /// (outside the window), at most `remove_at_most` of them: the rest
+    /// stays for later calls (decisions count only entries inside the
+    /// window) or goes with the key's expiry.
     pub remove_through_us: i64,
+    pub remove_at_most: i64,
     /// Add `add_count` entries with timestamp `add_at_us`.
     pub add_at_us: i64,
     pub add_count: i64,
@@ -74,9 +82,16 @@ pub struct SlidingLog {
 }
 
 impl SlidingLog {
-    /// The largest accepted `limit`: one call adds at most this many entries
-    /// and removes at most about as many, so no call can stall the server.
+    /// The largest `limit` any setting can allow: one call walks at most
+    /// `limit + 1` entries, adds at most `limit` and removes at most
+    /// `limit + STALE_REMOVED_PER_CALL`. (The module's own bound,
+    /// `sliding-log-max-limit`, is lower by default.)
     pub const MAX_LIMIT: i64 = 100_000;
+
+    /// Stale entries an allowed call removes beyond its cost: the log sheds
+    /// old entries faster than calls add them, without one call doing
+    /// unbounded work.
+    pub const STALE_REMOVED_PER_CALL: i64 = 128;
 
     /// Validates `RL.SLIDINGLOG key limit window`: `1 ≤ limit ≤ MAX_LIMIT`
     /// tokens in any window of `window_us` ≥ 1 µs.
@@ -114,7 +129,8 @@ impl SlidingLog {
         let newest = log.newest_us()?;
         let t = newest.map_or(now_us, |n| n.max(now_us));
         let cutoff = sub(t, self.window_us)?;
-        let live = log.count_after(cutoff)?;
+        // Counting one past the limit is enough to decide exactly.
+        let live = log.count_after(cutoff, self.limit.saturating_add(1))?;
         let until_out = |ts: i64| -> Result<i64> {
             ts.checked_add(self.window_us)
                 .ok_or(Error::Overflow)
@@ -138,12 +154,12 @@ impl SlidingLog {
             return Ok(refuse(None));
         }
         let cost = cost.max(0);
-        let must_leave = live.saturating_add(cost) - self.limit;
-        if must_leave > 0 {
-            // Allowed once the `must_leave` oldest entries have left.
-            let retry = match log.nth_after(cutoff, must_leave - 1)? {
+        if live.saturating_add(cost) > self.limit {
+            // Allowed once at most `limit − cost` entries are left in the
+            // window: when the (limit − cost)-th newest (0-based) leaves.
+            let retry = match log.nth_newest(self.limit - cost)? {
                 Some(ts) => until_out(ts)?,
-                None => reset_after_us, // unreachable: must_leave ≤ live
+                None => reset_after_us, // unreachable: live > limit − cost
             };
             return Ok(refuse(Some(retry.max(1))));
         }
@@ -162,6 +178,7 @@ impl SlidingLog {
             },
             update: (cost > 0).then_some(LogUpdate {
                 remove_through_us: cutoff,
+                remove_at_most: cost.saturating_add(Self::STALE_REMOVED_PER_CALL),
                 add_at_us: t,
                 add_count: cost,
                 expire_at_us,
@@ -180,7 +197,8 @@ mod tests {
 
     /// Applies an update to a log the way the command layer does.
     fn apply(log: &mut Vec<i64>, u: &LogUpdate) {
-        log.retain(|&t| t > u.remove_through_us);
+        let stale = log.partition_point(|&t| t <= u.remove_through_us);
+        log.drain(..stale.min(usize::try_from(u.remove_at_most).unwrap_or(0)));
         log.extend(std::iter::repeat_n(u.add_at_us, u.add_count as usize));
     }
 
@@ -256,6 +274,55 @@ mod tests {
             SlidingLog::new(1, 0),
             Err(Error::BadPeriod { arg: "window" })
         );
+    }
+
+    #[test]
+    fn stale_entries_are_removed_a_bounded_number_at_a_time() {
+        // 10,000 entries that left the window long ago, then two live ones.
+        let sl = SlidingLog::new(3, S).unwrap();
+        let mut log: Vec<i64> = (0..10_000).map(|i| T0 - 100 * S + i).collect();
+        log.extend([T0 - 500 * MS, T0 - 400 * MS]);
+        let out = sl.decide(log.as_slice(), T0, 1).unwrap();
+        let d = out.decision;
+        assert_eq!(
+            (d.limited, d.remaining),
+            (false, 0),
+            "only live entries count"
+        );
+        let u = out.update.unwrap();
+        assert_eq!(u.remove_at_most, 1 + SlidingLog::STALE_REMOVED_PER_CALL);
+        apply(&mut log, &u);
+        assert_eq!(log.len(), 10_000 - 129 + 2 + 1);
+        // Full now: limited, exact retry (the oldest live entry leaves at +0.5 s).
+        let d = sl.decide(log.as_slice(), T0, 1).unwrap().decision;
+        assert_eq!((d.limited, d.retry_after_us), (true, Some(500 * MS)));
+        // Every later allowed call sheds more, until none is left.
+        let mut now = T0 + S;
+        while log.first().is_some_and(|&t| t < T0 - 50 * S) {
+            let u = sl.decide(log.as_slice(), now, 1).unwrap().update.unwrap();
+            apply(&mut log, &u);
+            now += S;
+        }
+    }
+
+    #[test]
+    fn a_log_above_a_lowered_limit_decides_exactly() {
+        // Five live entries (the limit was 5), now limit 2: a request of 1
+        // is refused until only one entry is left in the window.
+        let sl = SlidingLog::new(2, S).unwrap();
+        let log: Vec<i64> = (1..=5).map(|i| T0 + i * 100 * MS).collect();
+        let d = sl
+            .decide(log.as_slice(), T0 + 600 * MS, 1)
+            .unwrap()
+            .decision;
+        assert_eq!((d.limited, d.remaining), (true, 0));
+        // Allowed when at most 1 is left: the 2nd newest (T0 + 0.4 s) leaves at T0 + 1.4 s.
+        assert_eq!(d.retry_after_us, Some(800 * MS));
+        let d = sl
+            .decide(log.as_slice(), T0 + 600 * MS, 0)
+            .unwrap()
+            .decision;
+        assert!(d.limited, "a read is refused too while over the limit");
     }
 
     #[test]

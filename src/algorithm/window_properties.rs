@@ -123,7 +123,8 @@ fn decide_log(sl: &SlidingLog, log: &[i64], now_us: i64, cost: i64) -> LogOutcom
 
 /// Applies an update to a log the way the command layer does to the sorted set.
 fn apply(log: &mut Vec<i64>, u: &LogUpdate) {
-    log.retain(|&t| t > u.remove_through_us);
+    let stale = log.partition_point(|&t| t <= u.remove_through_us);
+    log.drain(..stale.min(usize::try_from(u.remove_at_most).unwrap_or(0)));
     log.extend(std::iter::repeat_n(u.add_at_us, u.add_count as usize));
 }
 

@@ -2,7 +2,7 @@
 //! that tests can show the command boundary ([`super::run`]) turns a panic into
 //! an `ERR` reply instead of aborting the server. Release builds do not have it.
 
-use redis_module::raw::RedisModuleCtx;
+use crate::server::Ctx;
 
 use super::{args::Args, docs, ReplyUnit, Spec};
 use crate::algorithm::Decision;
@@ -24,6 +24,6 @@ pub const SPEC: Spec = Spec {
     handler,
 };
 
-fn handler(_ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+fn handler(_ctx: Ctx, args: &Args) -> Result<Decision> {
     panic!("RL.DEBUGPANIC called with {} arguments", args.len());
 }

@@ -4,7 +4,7 @@
 //! `limit` tokens per window of `window` seconds (fractional allowed), windows
 //! aligned to the Unix epoch. `TOKENS n` (default 1) is the request's cost.
 
-use redis_module::raw::RedisModuleCtx;
+use crate::server::Ctx;
 
 use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::{fixed_window::FixedWindow, Decision};
@@ -26,8 +26,8 @@ pub const SPEC: Spec = Spec {
     handler,
 };
 
-fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
     let (limit, window_us, cost) = args.limit_window_cost()?;
     let fixed_window = FixedWindow::new(limit, window_us)?;
-    decide_string(ctx, args.raw(1)?, &fixed_window, cost, "RL.FIXEDWINDOW")
+    decide_string(ctx, args.arg(1)?, &fixed_window, cost, "RL.FIXEDWINDOW")
 }

@@ -4,7 +4,7 @@
 //! `max_burst + 1` tokens at once, refilled at `tokens_per_period` per `period`
 //! seconds (fractional allowed). `TOKENS n` (default 1) is the request's cost.
 
-use redis_module::raw::RedisModuleCtx;
+use crate::server::Ctx;
 
 use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::{gcra::Gcra, Decision};
@@ -26,11 +26,11 @@ pub const SPEC: Spec = Spec {
     handler,
 };
 
-fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
     let max_burst = args.integer(2, "max_burst")?;
     let tokens_per_period = args.integer(3, "tokens_per_period")?;
     let period_us = args.seconds_as_us(4, "period")?;
     let cost = args.tokens_option(5)?;
     let gcra = Gcra::new(max_burst, tokens_per_period, period_us)?;
-    decide_string(ctx, args.raw(1)?, &gcra, cost, "RL.GCRA")
+    decide_string(ctx, args.arg(1)?, &gcra, cost, "RL.GCRA")
 }

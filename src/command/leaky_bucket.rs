@@ -5,7 +5,7 @@
 //! `leak_period` seconds (fractional allowed). For an accepted request, reply
 //! element 4 is its delay in ms: wait that long, then do the work.
 
-use redis_module::raw::RedisModuleCtx;
+use crate::server::Ctx;
 
 use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::{leaky_bucket::LeakyBucket, Decision};
@@ -27,11 +27,11 @@ pub const SPEC: Spec = Spec {
     handler,
 };
 
-fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
     let capacity = args.integer(2, "capacity")?;
     let leak_tokens = args.integer(3, "leak_tokens")?;
     let leak_period_us = args.seconds_as_us(4, "leak_period")?;
     let cost = args.tokens_option(5)?;
     let leaky_bucket = LeakyBucket::new(capacity, leak_tokens, leak_period_us)?;
-    decide_string(ctx, args.raw(1)?, &leaky_bucket, cost, "RL.LEAKYBUCKET")
+    decide_string(ctx, args.arg(1)?, &leaky_bucket, cost, "RL.LEAKYBUCKET")
 }

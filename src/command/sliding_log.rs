@@ -2,29 +2,35 @@
 //!
 //! The sliding window log ([`crate::algorithm::sliding_log`]) kept in a sorted
 //! set: one entry per accepted token, scored by its timestamp in µs. Members
-//! are small integers below `max(2 × limit, 128)`, unique within the set
-//! (`ZADD NX` skips any in use), so the set stays in Redis's compact listpack
-//! encoding up to `zset-max-listpack-entries` entries: about 12 bytes per
-//! logged token at limit 100 (a 64-bit score and a two-byte member). A sorted
-//! set whose newest entry is not of that shape (a leaderboard, say) gets an
+//! are small integers below `max(2 × limit, 128)`, unique within the set, so
+//! the set stays in Redis's compact listpack encoding up to
+//! `zset-max-listpack-entries` entries: about 12 bytes per logged token at
+//! limit 100 (a 64-bit score and a two-byte member). A sorted set whose newest
+//! entry is not of that shape (a leaderboard, say) gets an
 //! `ERR … not RL.SLIDINGLOG state` reply and is left alone.
 //!
-//! An allowed request removes the entries that have left the window, adds
-//! its `n` entries and sets the key's absolute expiry; it propagates exactly
-//! those effects: `ZREMRANGEBYSCORE key -inf <cutoff_us>` (when anything was
-//! removed), `ZADD key <t_us> <member> …`, `PEXPIREAT key <ms>`. Complexity:
-//! O(log N + M) for N entries in the set and M entries removed or added (a
-//! limited request walks the expired entries and, to compute its retry, the
-//! oldest entries that must leave).
+//! **Bounded work.** `limit` is at most the module setting
+//! `sliding-log-max-limit` (default 1,000; see [`super::settings`]). A call
+//! reads the newest entry and walks at most `limit + 1` entries from the
+//! newest down; an allowed call also removes at most `n + 128` of the oldest
+//! entries that left the window and adds `n` ≤ `limit`. Entries left over
+//! stay until later calls remove them or the key expires (when its newest
+//! entry leaves the window); decisions count only entries inside the window,
+//! so they stay exact. Complexity: O(log N + limit) for N entries in the set.
+//!
+//! An allowed request propagates exactly its effects: `ZREM key <member> …`
+//! (when it removed any), `ZADD key <t_us> <member> …`,
+//! `PEXPIREAT key <ms>`, and raises `zrem`, `zadd` and `expire` after closing
+//! the key. A limited request writes nothing.
 
-use std::ffi::{c_int, c_longlong};
-
-use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
-
-use super::{api, args::Args, docs, propagate, store::Key, ReplyUnit, Spec};
+use super::{args::Args, docs, propagate, settings, ReplyUnit, Spec};
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog, TimestampLog};
 use crate::algorithm::Decision;
 use crate::error::{Error, Result};
+use crate::server::effects::{self, EventClass};
+use crate::server::key::{Key, KeyKind};
+use crate::server::string::{Arg, OwnedString};
+use crate::server::Ctx;
 use crate::time::{ceil_ms, server_now_us};
 
 pub const SPEC: Spec = Spec {
@@ -35,7 +41,7 @@ pub const SPEC: Spec = Spec {
     flags: c"write deny-oom",
     doc: &docs::CommandDoc {
         summary: c"Rate limits with a sliding window log kept in a sorted set: exact over any window of window seconds.",
-        complexity: c"O(log(N) + M) with N entries in the log and M entries removed or added",
+        complexity: c"O(log(N) + limit) with N entries in the log; limit is at most the module's sliding-log-max-limit (default 1000)",
         arity: -4,
         acl_categories: "write",
         args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS],
@@ -43,33 +49,40 @@ pub const SPEC: Spec = Spec {
     handler,
 };
 
-fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
     let (limit, window_us, cost) = args.limit_window_cost()?;
     let log = SlidingLog::new(limit, window_us)?;
-    let mut key = Key::open(ctx, args.raw(1)?)?;
-    let zset = match key.key_type()? as isize {
-        raw::REDISMODULE_KEYTYPE_EMPTY => None,
-        raw::REDISMODULE_KEYTYPE_ZSET => Some(ZsetLog::read(&key)?),
+    let max_limit = settings::sliding_log_max_limit();
+    if limit > max_limit {
+        return Err(Error::LimitAboveSetting { max: max_limit });
+    }
+    let name = args.arg(1)?;
+    let mut key = Key::open(ctx, name)?;
+    let zset = match key.kind()? {
+        KeyKind::Empty => None,
+        KeyKind::SortedSet => Some(ZsetLog::read(&key)?),
         _ => return Err(Error::WrongType),
     };
+    let now_us = server_now_us();
     let outcome = match &zset {
-        Some(z) => log.decide(z, server_now_us(), cost)?,
-        None => log.decide(&[][..], server_now_us(), cost)?,
+        Some(z) => log.decide(z, now_us, cost)?,
+        None => log.decide(&[][..], now_us, cost)?,
     };
-    if let Some(update) = outcome.update {
-        let next_member = zset
-            .as_ref()
-            .and_then(|z| z.newest)
-            .map_or(0, |(_, m)| m.wrapping_add(1));
-        apply(&mut key, &update, next_member, limit)?;
-    }
+    let Some(update) = outcome.update else {
+        return Ok(outcome.decision);
+    };
+    let next_member = zset
+        .and_then(|z| z.newest)
+        .map_or(0, |(_, m)| m.wrapping_add(1));
+    let written = write(ctx, &mut key, &update, next_member, limit)?;
+    key.close();
+    written.propagate_and_notify(ctx, name)?;
     Ok(outcome.decision)
 }
 
 /// A sorted set read as a log: scores are timestamps in µs.
-struct ZsetLog<'k> {
-    key: &'k Key,
-    len: i64,
+struct ZsetLog<'k, 'a> {
+    key: &'k Key<'a>,
     /// The newest entry: its score and its member read as an integer (0 when
     /// it is not one).
     newest: Option<(i64, i64)>,
@@ -81,109 +94,56 @@ fn score_us(score: f64) -> i64 {
     score as i64
 }
 
-impl<'k> ZsetLog<'k> {
-    fn read(key: &'k Key) -> Result<Self> {
-        let len = api!(RedisModule_ValueLength);
-        let last = api!(RedisModule_ZsetLastInScoreRange);
-        let current = api!(RedisModule_ZsetRangeCurrentElement);
-        let stop = api!(RedisModule_ZsetRangeStop);
-        // SAFETY: key is an open sorted set; the element string is freed.
-        unsafe {
-            let len = i64::try_from(len(key.key)).unwrap_or(i64::MAX);
-            let mut newest = None;
-            if last(key.key, f64::NEG_INFINITY, f64::INFINITY, 0, 0) == raw::REDISMODULE_OK as c_int
-            {
-                let mut score = 0.0;
-                let member = current(key.key, &mut score);
-                if !member.is_null() {
-                    let id = member_id(member);
-                    free_string(key.ctx, member);
-                    if !is_log_entry(score, id) {
-                        stop(key.key);
-                        return Err(Error::InvalidState {
-                            command: "RL.SLIDINGLOG",
-                        });
-                    }
-                    newest = Some((score_us(score), id.unwrap_or(0)));
-                }
-            }
-            stop(key.key);
-            Ok(Self { key, len, newest })
+impl<'k, 'a> ZsetLog<'k, 'a> {
+    fn read(key: &'k Key<'a>) -> Result<Self> {
+        let mut newest = None;
+        let mut foreign = false;
+        key.zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
+            let id = entry.member.to_i64();
+            foreign = !is_log_entry(entry.score, id);
+            newest = Some((score_us(entry.score), id.unwrap_or(0)));
+            false
+        })?;
+        if foreign {
+            return Err(Error::InvalidState {
+                command: "RL.SLIDINGLOG",
+            });
         }
-    }
-
-    /// Calls `f` with each entry with a score in `[min, max]` (`min_exclusive`
-    /// makes it `(min, max]`), in ascending order, until `f` returns false.
-    fn walk(
-        &self,
-        min: f64,
-        min_exclusive: bool,
-        max: f64,
-        mut f: impl FnMut(f64) -> bool,
-    ) -> Result<()> {
-        let first = api!(RedisModule_ZsetFirstInScoreRange);
-        let current = api!(RedisModule_ZsetRangeCurrentElement);
-        let next = api!(RedisModule_ZsetRangeNext);
-        let end = api!(RedisModule_ZsetRangeEndReached);
-        let stop = api!(RedisModule_ZsetRangeStop);
-        // SAFETY: self.key is an open sorted set; element strings are freed.
-        unsafe {
-            if first(self.key.key, min, max, c_int::from(min_exclusive), 0)
-                == raw::REDISMODULE_OK as c_int
-            {
-                while end(self.key.key) == 0 {
-                    let mut score = 0.0;
-                    let member = current(self.key.key, &mut score);
-                    if !member.is_null() {
-                        free_string(self.key.ctx, member);
-                    }
-                    if !f(score) || next(self.key.key) == 0 {
-                        break;
-                    }
-                }
-            }
-            stop(self.key.key);
-        }
-        Ok(())
+        Ok(Self { key, newest })
     }
 }
 
-impl TimestampLog for ZsetLog<'_> {
+impl TimestampLog for ZsetLog<'_, '_> {
     fn newest_us(&self) -> Result<Option<i64>> {
         Ok(self.newest.map(|(score, _)| score))
     }
 
-    fn count_after(&self, after_us: i64) -> Result<i64> {
-        // Walk the (usually few) entries at or before the cutoff.
-        let mut outside = 0i64;
-        self.walk(f64::NEG_INFINITY, false, after_us as f64, |_| {
-            outside += 1;
-            true
-        })?;
-        Ok((self.len - outside).max(0))
+    fn count_after(&self, after_us: i64, at_most: i64) -> Result<i64> {
+        let mut count = 0i64;
+        if at_most > 0 {
+            self.key
+                .zset_walk(after_us as f64, true, f64::INFINITY, true, |_| {
+                    count += 1;
+                    count < at_most
+                })?;
+        }
+        Ok(count)
     }
 
-    fn nth_after(&self, after_us: i64, k: i64) -> Result<Option<i64>> {
+    fn nth_newest(&self, k: i64) -> Result<Option<i64>> {
         let mut seen = 0i64;
         let mut found = None;
-        self.walk(after_us as f64, true, f64::INFINITY, |score| {
-            if seen == k {
-                found = Some(score_us(score));
-                return false;
-            }
-            seen += 1;
-            true
-        })?;
+        self.key
+            .zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
+                if seen == k {
+                    found = Some(score_us(entry.score));
+                    return false;
+                }
+                seen += 1;
+                true
+            })?;
         Ok(found)
     }
-}
-
-/// The integer value of a member, if it is one.
-fn member_id(member: *mut RedisModuleString) -> Option<i64> {
-    let mut v: c_longlong = 0;
-    // SAFETY: member is a live string.
-    let ok = unsafe { raw::RedisModule_StringToLongLong.map(|f| f(member, &mut v)) };
-    (ok == Some(raw::REDISMODULE_OK as c_int)).then_some(v)
 }
 
 /// Timestamps before this (March 1973, in µs) are not ones the module wrote.
@@ -201,214 +161,94 @@ fn is_log_entry(score: f64, member: Option<i64>) -> bool {
         && member.is_some_and(|m| (0..member_bound).contains(&m))
 }
 
-/// # Safety
-/// `s` must be a live string owned by the caller, freed exactly once.
-unsafe fn free_string(ctx: *mut RedisModuleCtx, s: *mut RedisModuleString) {
-    if let Some(free) = unsafe { raw::RedisModule_FreeString } {
-        unsafe { free(ctx, s) };
+/// What [`write`] changed, to propagate and announce once the key is closed.
+struct Written {
+    removed: Vec<OwnedString>,
+    score: OwnedString,
+    added: Vec<OwnedString>,
+    expire_at_ms: i64,
+}
+
+/// Applies an allowed request's update to the sorted set:
+/// 1. removes up to `update.remove_at_most` of the oldest entries scored
+///    `≤ update.remove_through_us` (they left the window);
+/// 2. adds `update.add_count` entries at `update.add_at_us`. Members cycle
+///    through `0 .. max(2 × limit, 128)` starting after the newest entry's;
+///    a member in use inside the window is skipped, one in use by an entry
+///    that left the window is moved to the new score (the same effect as
+///    removing it and adding it). At most `limit − add_count` entries are in
+///    the window, so a free member comes within `limit + add_count` tries;
+/// 3. sets the key's expiry to when the newest entry leaves the window.
+fn write(
+    ctx: Ctx,
+    key: &mut Key,
+    update: &LogUpdate,
+    mut next_member: i64,
+    limit: i64,
+) -> Result<Written> {
+    let cutoff = update.remove_through_us as f64;
+    let budget = usize::try_from(update.remove_at_most).unwrap_or(0);
+    let mut removed = Vec::new();
+    if budget > 0 {
+        key.zset_walk(f64::NEG_INFINITY, false, cutoff, false, |entry| {
+            removed.push(entry.member);
+            removed.len() < budget
+        })?;
     }
-}
-
-/// Expired entries removed one `ZsetRem` at a time; more go in one range.
-const REMOVE_ONE_BY_ONE: usize = 32;
-
-/// Removes every entry scored `≤ cutoff_us` with one `ZREMRANGEBYSCORE`, run
-/// through `RedisModule_Call` without replication (the caller propagates the
-/// same effect). The key is closed around the call, which may delete it, and
-/// opened again. The command raises its own `zremrangebyscore` event.
-fn remove_range(key: &mut Key, cutoff_us: i64) -> Result<()> {
-    let call = api!(RedisModule_Call);
-    let free_reply = api!(RedisModule_FreeCallReply);
-    let close = api!(RedisModule_CloseKey);
-    // SAFETY: the key handle is closed before the call and reopened after it;
-    // ctx and name live for the whole command call; the reply is freed.
-    unsafe {
-        close(key.key);
-        key.key = std::ptr::null_mut();
-        let reply = call(
-            key.ctx,
-            c"ZREMRANGEBYSCORE".as_ptr(),
-            c"scl".as_ptr(),
-            key.name,
-            c"-inf".as_ptr(),
-            cutoff_us as c_longlong,
-        );
-        if !reply.is_null() {
-            free_reply(reply);
-        }
+    for member in &removed {
+        key.zset_rem(member)?;
     }
-    key.reopen()
-}
 
-/// Owned server strings, freed on drop.
-struct Strings {
-    ctx: *mut RedisModuleCtx,
-    items: Vec<*mut RedisModuleString>,
-}
-
-impl Drop for Strings {
-    fn drop(&mut self) {
-        for &s in &self.items {
-            // SAFETY: each item was created by this module and is freed once.
-            unsafe { free_string(self.ctx, s) };
-        }
-    }
-}
-
-/// Applies an allowed request's update to the sorted set and propagates it.
-///
-/// Members cycle through `0 .. max(2 × limit, 128)` starting after the newest
-/// entry's; at most `limit` entries are in the window after this request, so
-/// free members always exist, and `ZADD NX` skips any still in use.
-fn apply(key: &mut Key, update: &LogUpdate, mut next_member: i64, limit: i64) -> Result<()> {
-    let first = api!(RedisModule_ZsetFirstInScoreRange);
-    let current = api!(RedisModule_ZsetRangeCurrentElement);
-    let next = api!(RedisModule_ZsetRangeNext);
-    let end = api!(RedisModule_ZsetRangeEndReached);
-    let stop = api!(RedisModule_ZsetRangeStop);
-    let rem = api!(RedisModule_ZsetRem);
-    let add = api!(RedisModule_ZsetAdd);
-    let from_ll = api!(RedisModule_CreateStringFromLongLong);
-    let set_abs_expire = api!(RedisModule_SetAbsExpire);
-    let replicate = api!(RedisModule_Replicate);
-    let notify = api!(RedisModule_NotifyKeyspaceEvent);
-    let ok = raw::REDISMODULE_OK as c_int;
-    let (ctx, name) = (key.ctx, key.name);
-    let cutoff = update.remove_through_us;
-    let propagating = propagate::effects_needed(ctx);
-    // SAFETY: key.key is open for writing; every created string is owned by
-    // a `Strings` guard and freed once; the server copies what it keeps.
-    unsafe {
-        // 1. Remove the entries that left the window. The key API has no
-        //    range removal: up to REMOVE_ONE_BY_ONE entries are collected (the
-        //    set may not change during iteration) and removed one by one;
-        //    beyond that one ZREMRANGEBYSCORE does it in O(log N + M).
-        let k = key.key;
-        let mut expired = Strings {
-            ctx,
-            items: Vec::new(),
-        };
-        let mut many = false;
-        if first(k, f64::NEG_INFINITY, cutoff as f64, 0, 0) == ok {
-            while end(k) == 0 {
-                if expired.items.len() == REMOVE_ONE_BY_ONE {
-                    many = true;
-                    break;
-                }
-                let member = current(k, std::ptr::null_mut());
-                if !member.is_null() {
-                    expired.items.push(member);
-                }
-                if next(k) == 0 {
-                    break;
-                }
-            }
-        }
-        stop(k);
-        if many {
-            remove_range(key, cutoff)?;
-        } else if !expired.items.is_empty() {
-            for &member in &expired.items {
-                rem(k, member, std::ptr::null_mut());
-            }
-            notify(
-                ctx,
-                raw::REDISMODULE_NOTIFY_ZSET as c_int,
-                c"zremrangebyscore".as_ptr(),
-                name,
-            );
-        }
-        if propagating && (many || !expired.items.is_empty()) {
-            replicate(
-                ctx,
-                c"ZREMRANGEBYSCORE".as_ptr(),
-                c"scl".as_ptr(),
-                name,
-                c"-inf".as_ptr(),
-                cutoff as c_longlong,
-            );
-        }
-        let k = key.key;
-
-        // 2. Add the new entries.
-        let count = usize::try_from(update.add_count).unwrap_or(0);
-        let modulus = limit.saturating_mul(2).max(128);
-        let score = Strings {
-            ctx,
-            items: vec![from_ll(ctx, update.add_at_us as c_longlong)],
-        };
-        let mut members = Strings {
-            ctx,
-            items: Vec::with_capacity(count),
-        };
-        let mut attempts = 0i64;
-        while members.items.len() < count {
-            if attempts > modulus.saturating_add(update.add_count) {
-                return Err(Error::Internal {
-                    what: "no free sorted-set member",
-                });
-            }
-            attempts += 1;
-            let member = from_ll(ctx, next_member.rem_euclid(modulus) as c_longlong);
-            next_member = next_member.wrapping_add(1);
-            let mut flags = raw::REDISMODULE_ZADD_NX as c_int;
-            let status = add(k, update.add_at_us as f64, member, &mut flags);
-            if status == ok && flags & raw::REDISMODULE_ZADD_ADDED as c_int != 0 {
-                members.items.push(member);
-            } else {
-                free_string(ctx, member); // in use: try the next member
-            }
-        }
-        if propagating {
-            // ZADD key score member score member …
-            let mut argv = Vec::with_capacity(1 + 2 * count);
-            argv.push(name);
-            for &member in &members.items {
-                argv.push(score.items[0]);
-                argv.push(member);
-            }
-            replicate(
-                ctx,
-                c"ZADD".as_ptr(),
-                c"v".as_ptr(),
-                argv.as_ptr(),
-                argv.len(),
-            );
-        }
-        notify(
-            ctx,
-            raw::REDISMODULE_NOTIFY_ZSET as c_int,
-            c"zadd".as_ptr(),
-            name,
-        );
-
-        // Only now is the key changed for WATCH (see `command::register_all`).
-        api!(RedisModule_SignalModifiedKey)(ctx, name);
-
-        // 3. Expire when the newest entry leaves the window.
-        let expire_at_ms = ceil_ms(update.expire_at_us);
-        if set_abs_expire(k, expire_at_ms) != ok {
+    let count = usize::try_from(update.add_count).unwrap_or(0);
+    let modulus = limit.saturating_mul(2).max(128);
+    let at = update.add_at_us as f64;
+    let mut added = Vec::with_capacity(count);
+    let mut tries = 0i64;
+    while added.len() < count {
+        if tries > modulus.saturating_add(update.add_count) {
             return Err(Error::Internal {
-                what: "could not set the expiry",
+                what: "no free sorted-set member",
             });
         }
-        if propagating {
-            replicate(
-                ctx,
-                c"PEXPIREAT".as_ptr(),
-                c"sl".as_ptr(),
-                name,
-                expire_at_ms as c_longlong,
-            );
-        } else {
-            propagate::count_write(ctx);
+        tries += 1;
+        let member = OwnedString::from_i64(ctx, next_member.rem_euclid(modulus))?;
+        next_member = next_member.wrapping_add(1);
+        let in_window = key.zset_score(&member)?.is_some_and(|s| s > cutoff);
+        if !in_window {
+            key.zset_add(at, &member)?;
+            added.push(member);
         }
-        notify(
-            ctx,
-            raw::REDISMODULE_NOTIFY_GENERIC as c_int,
-            c"expire".as_ptr(),
-            name,
-        );
     }
-    Ok(())
+    let expire_at_ms = ceil_ms(update.expire_at_us);
+    key.set_abs_expire(expire_at_ms)?;
+    Ok(Written {
+        removed,
+        score: OwnedString::from_i64(ctx, update.add_at_us)?,
+        added,
+        expire_at_ms,
+    })
+}
+
+impl Written {
+    /// Propagates the effects and raises the keyspace events, in the order
+    /// the equivalent commands would (the key must be closed).
+    fn propagate_and_notify(&self, ctx: Ctx, name: Arg) -> Result<()> {
+        if propagate::effects_needed(ctx) {
+            if !self.removed.is_empty() {
+                effects::replicate_zrem(ctx, name, &self.removed)?;
+            }
+            effects::replicate_zadd(ctx, name, &self.score, &self.added)?;
+            effects::replicate_pexpireat(ctx, name, self.expire_at_ms)?;
+        } else {
+            effects::count_dirty(ctx);
+        }
+        // Only now is the key changed for WATCH (see `command::load`).
+        effects::signal_modified(ctx, name)?;
+        if !self.removed.is_empty() {
+            effects::notify(ctx, EventClass::SortedSet, c"zrem", name)?;
+        }
+        effects::notify(ctx, EventClass::SortedSet, c"zadd", name)?;
+        effects::notify(ctx, EventClass::Generic, c"expire", name)?;
+        Ok(())
+    }
 }

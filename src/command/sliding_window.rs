@@ -5,7 +5,7 @@
 //! allowed), estimated from two epoch-aligned fixed windows. `TOKENS n`
 //! (default 1) is the request's cost.
 
-use redis_module::raw::RedisModuleCtx;
+use crate::server::Ctx;
 
 use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::{sliding_window::SlidingWindow, Decision};
@@ -27,8 +27,8 @@ pub const SPEC: Spec = Spec {
     handler,
 };
 
-fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
     let (limit, window_us, cost) = args.limit_window_cost()?;
     let sliding_window = SlidingWindow::new(limit, window_us)?;
-    decide_string(ctx, args.raw(1)?, &sliding_window, cost, "RL.SLIDINGWINDOW")
+    decide_string(ctx, args.arg(1)?, &sliding_window, cost, "RL.SLIDINGWINDOW")
 }

@@ -14,7 +14,7 @@
 //! past the year 5000), because `CL.THROTTLE` refuses limiters whose full
 //! burst takes longer than [`MAX_TOLERANCE_US`] to refill.
 
-use redis_module::raw::RedisModuleCtx;
+use crate::server::Ctx;
 
 use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::gcra::Gcra;
@@ -83,7 +83,7 @@ impl Algorithm for CellGcra {
     }
 }
 
-fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
     let max_burst = args.integer(2, "max_burst")?;
     let count_per_period = args.integer(3, "count_per_period")?;
     let period_secs = args.integer_at_least(4, "period", 1, ">= 1")?;
@@ -98,7 +98,7 @@ fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
     if gcra.delay_variation_tolerance_us() > MAX_TOLERANCE_US {
         return Err(Error::Overflow);
     }
-    decide_string(ctx, args.raw(1)?, &CellGcra(gcra), quantity, "CL.THROTTLE")
+    decide_string(ctx, args.arg(1)?, &CellGcra(gcra), quantity, "CL.THROTTLE")
 }
 
 #[cfg(test)]

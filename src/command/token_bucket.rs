@@ -5,7 +5,7 @@
 //! `refill_period` seconds (fractional allowed). `TOKENS n` (default 1) is the
 //! request's cost.
 
-use redis_module::raw::RedisModuleCtx;
+use crate::server::Ctx;
 
 use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
 use crate::algorithm::{token_bucket::TokenBucket, Decision};
@@ -27,11 +27,11 @@ pub const SPEC: Spec = Spec {
     handler,
 };
 
-fn handler(ctx: *mut RedisModuleCtx, args: &Args) -> Result<Decision> {
+fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
     let capacity = args.integer(2, "capacity")?;
     let refill_tokens = args.integer(3, "refill_tokens")?;
     let refill_period_us = args.seconds_as_us(4, "refill_period")?;
     let cost = args.tokens_option(5)?;
     let bucket = TokenBucket::new(capacity, refill_tokens, refill_period_us)?;
-    decide_string(ctx, args.raw(1)?, &bucket, cost, "RL.TOKENBUCKET")
+    decide_string(ctx, args.arg(1)?, &bucket, cost, "RL.TOKENBUCKET")
 }

@@ -1,0 +1,75 @@
+//! Module settings, given as module arguments:
+//! `loadmodule <path> [propagate-always] [sliding-log-max-limit <n>]`.
+//!
+//! * `propagate-always`: hand every write's effects to the server even when
+//!   nothing consumes them (see [`super::propagate`]).
+//! * `sliding-log-max-limit <n>`: the largest `limit` `RL.SLIDINGLOG`
+//!   accepts, 1 to [`SlidingLog::MAX_LIMIT`], default
+//!   [`SLIDING_LOG_MAX_LIMIT_DEFAULT`]. It bounds the work of one call (see
+//!   `command::sliding_log`); larger limits belong to `RL.SLIDINGWINDOW`.
+//!
+//! Anything else refuses the load, with a log line.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use crate::algorithm::sliding_log::SlidingLog;
+use crate::server::string::Arg;
+
+/// The default of `sliding-log-max-limit`: a call that adds or walks this
+/// many log entries stays well under a millisecond of server time.
+pub const SLIDING_LOG_MAX_LIMIT_DEFAULT: i64 = 1_000;
+
+static SLIDING_LOG_MAX_LIMIT: AtomicI64 = AtomicI64::new(SLIDING_LOG_MAX_LIMIT_DEFAULT);
+
+/// The settings of one load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub propagate_always: bool,
+    pub sliding_log_max_limit: i64,
+}
+
+/// Parses the module arguments; an error text (for the log) refuses the load.
+pub fn parse(args: &[Arg]) -> Result<Settings, String> {
+    let mut settings = Settings {
+        propagate_always: false,
+        sliding_log_max_limit: SLIDING_LOG_MAX_LIMIT_DEFAULT,
+    };
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let name = arg.bytes().unwrap_or_default();
+        if name.eq_ignore_ascii_case(b"propagate-always") {
+            settings.propagate_always = true;
+        } else if name.eq_ignore_ascii_case(b"sliding-log-max-limit") {
+            i += 1;
+            let value = args.get(i).and_then(|v| v.to_i64().ok().flatten());
+            match value {
+                Some(n) if (1..=SlidingLog::MAX_LIMIT).contains(&n) => {
+                    settings.sliding_log_max_limit = n;
+                }
+                _ => {
+                    return Err(format!(
+                        "sliding-log-max-limit needs an integer from 1 to {}",
+                        SlidingLog::MAX_LIMIT
+                    ))
+                }
+            }
+        } else {
+            return Err(format!(
+                "unknown module argument '{}' (known: propagate-always, sliding-log-max-limit <n>)",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        i += 1;
+    }
+    Ok(settings)
+}
+
+/// Makes `settings` the ones in force (at the end of a successful load).
+pub fn apply(settings: Settings) {
+    SLIDING_LOG_MAX_LIMIT.store(settings.sliding_log_max_limit, Ordering::Relaxed);
+}
+
+/// The largest `limit` `RL.SLIDINGLOG` accepts now.
+pub fn sliding_log_max_limit() -> i64 {
+    SLIDING_LOG_MAX_LIMIT.load(Ordering::Relaxed)
+}

@@ -1,0 +1,200 @@
+//! The one home of the server's module API.
+//!
+//! Everything else in the crate calls the server through the safe functions
+//! and types here: [`Ctx`] (the context of one call), [`string::Arg`] (a
+//! command argument), [`key::Key`] (an open key: strings and sorted sets),
+//! [`effects`] (replication, notifications, modified-key signals),
+//! [`reply`], [`info`] (server info, the `INFO ratelimit` section, the
+//! command filter, server events), [`registry`] (command registration and
+//! documentation) and [`load`] (the module's entry points and allocator).
+//!
+//! Rules kept here:
+//! * every `unsafe` block does one thing and says why it is sound (clippy's
+//!   `undocumented_unsafe_blocks` and `multiple_unsafe_ops_per_block`);
+//! * function pointers are checked once, at load ([`missing_api`]); the
+//!   [`api!`] macro that reads one at a call site turns a missing one into
+//!   an `ERR internal error` reply rather than a crash;
+//! * every callback the server calls catches panics ([`guard`]).
+
+pub mod effects;
+pub mod info;
+pub mod key;
+pub mod load;
+pub mod registry;
+pub mod reply;
+pub mod string;
+
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+use redis_module::raw::{self, RedisModuleCtx};
+
+/// Reads the server API function pointer `RedisModule_$name`, or returns
+/// [`crate::error::Error::Internal`] from the enclosing function. Every
+/// pointer used after load is in [`missing_api`]'s table, so the error branch
+/// is never taken once the module loaded.
+macro_rules! api {
+    ($name:ident) => {{
+        // SAFETY: a plain read of a function pointer that the server sets in
+        // `RedisModule_Init` and never changes afterwards.
+        #[allow(unused_unsafe)]
+        let function = unsafe { redis_module::raw::$name };
+        match function {
+            Some(f) => f,
+            None => {
+                return Err($crate::error::Error::Internal {
+                    what: concat!(stringify!($name), " is missing"),
+                })
+            }
+        }
+    }};
+}
+pub(crate) use api;
+
+/// The function pointer `RedisModule_$name` (`None` where the server lacks it).
+macro_rules! api_fn {
+    ($name:ident) => {{
+        // SAFETY: as in `api!`.
+        #[allow(unused_unsafe)]
+        let function = unsafe { redis_module::raw::$name };
+        function
+    }};
+}
+pub(crate) use api_fn;
+
+/// Whether the server set the function pointer `RedisModule_$name`.
+macro_rules! has_api {
+    ($name:ident) => {{
+        // SAFETY: as in `api!`.
+        #[allow(unused_unsafe)]
+        let present = unsafe { redis_module::raw::$name }.is_some();
+        present
+    }};
+}
+pub(crate) use has_api;
+
+/// The table of the API functions the module needs after load, checked once
+/// there: `Some(name)` names the first one this server lacks (none is newer
+/// than Redis 6.2.2).
+pub fn missing_api() -> Option<&'static str> {
+    macro_rules! first_missing {
+        ($($name:ident),* $(,)?) => {
+            [$((stringify!($name), has_api!($name))),*]
+                .into_iter()
+                .find(|(_, present)| !present)
+                .map(|(name, _)| name)
+        };
+    }
+    first_missing!(
+        RedisModule_OpenKey,
+        RedisModule_CloseKey,
+        RedisModule_KeyType,
+        RedisModule_StringDMA,
+        RedisModule_StringTruncate,
+        RedisModule_DeleteKey,
+        RedisModule_SetAbsExpire,
+        RedisModule_Replicate,
+        RedisModule_NotifyKeyspaceEvent,
+        RedisModule_SignalModifiedKey,
+        RedisModule_StringPtrLen,
+        RedisModule_StringToLongLong,
+        RedisModule_StringToDouble,
+        RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithLongLong,
+        RedisModule_ReplyWithError,
+        RedisModule_WrongArity,
+        RedisModule_ZsetAdd,
+        RedisModule_ZsetRem,
+        RedisModule_ZsetScore,
+        RedisModule_ZsetFirstInScoreRange,
+        RedisModule_ZsetLastInScoreRange,
+        RedisModule_ZsetRangeCurrentElement,
+        RedisModule_ZsetRangeNext,
+        RedisModule_ZsetRangePrev,
+        RedisModule_ZsetRangeEndReached,
+        RedisModule_ZsetRangeStop,
+        RedisModule_CreateStringFromLongLong,
+        RedisModule_CreateString,
+        RedisModule_FreeString,
+        RedisModule_Call,
+        RedisModule_CallReplyType,
+        RedisModule_CallReplyArrayElement,
+        RedisModule_FreeCallReply,
+        RedisModule_Milliseconds,
+        RedisModule_CreateCommand,
+        RedisModule_Log,
+    )
+}
+
+/// The context of one call from the server (a command, the load, an event).
+///
+/// Built only here, from the pointer the server passed to the current call;
+/// it is `Copy` so that handlers can pass it around, and must not outlive
+/// that call (no function here stores it).
+#[derive(Clone, Copy)]
+pub struct Ctx {
+    raw: NonNull<RedisModuleCtx>,
+}
+
+impl Ctx {
+    /// Wraps the context the server passed to the current call; `None` for
+    /// null.
+    pub(crate) fn from_raw(raw: *mut RedisModuleCtx) -> Option<Self> {
+        NonNull::new(raw).map(|raw| Self { raw })
+    }
+
+    pub(crate) fn as_ptr(self) -> *mut RedisModuleCtx {
+        self.raw.as_ptr()
+    }
+
+    /// Logs `message` at level `warning` in the server's log.
+    pub fn log_warning(self, message: &str) {
+        let Some(log) = (
+            // SAFETY: a plain read of a function pointer set at load.
+            unsafe { raw::RedisModule_Log }
+        ) else {
+            return;
+        };
+        let text = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: the context of the current call; "%s" with one C string.
+        unsafe {
+            log(
+                self.as_ptr(),
+                c"warning".as_ptr(),
+                c"%s".as_ptr(),
+                text.as_ptr(),
+            )
+        };
+    }
+}
+
+/// Runs `f` for a callback the server makes (info, command filter, server
+/// event, load, unload): a panic unwinding into the server would abort it,
+/// so one is caught here and `on_panic()` returned instead.
+pub fn guard<T>(f: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| on_panic())
+}
+
+/// The server's clock in µs since the epoch: `RedisModule_CachedMicroseconds`
+/// where the server has it (7.2+, Valkey: frozen for the whole top-level
+/// command), else `RedisModule_Milliseconds() × 1000`. See
+/// [`crate::time::server_now_us`].
+pub fn clock_us() -> i64 {
+    // SAFETY: a plain read of a function pointer set at load.
+    if let Some(cached_us) = unsafe { raw::RedisModule_CachedMicroseconds } {
+        // SAFETY: callable at any time from the main thread.
+        return unsafe { cached_us() };
+    }
+    // SAFETY: a plain read of a function pointer set at load.
+    match unsafe { raw::RedisModule_Milliseconds } {
+        // SAFETY: callable at any time.
+        Some(ms) => unsafe { ms() }.saturating_mul(crate::time::US_PER_MS),
+        None => 0, // unreachable: present since Redis 4; checked at load.
+    }
+}
+
+/// `REDISMODULE_OK` as the server's `int`.
+pub(crate) const OK: c_int = raw::REDISMODULE_OK as c_int;
+/// `REDISMODULE_ERR` as the server's `int`.
+pub(crate) const ERR: c_int = raw::REDISMODULE_ERR as c_int;

@@ -1,0 +1,282 @@
+//! Commands: registration, documentation (`COMMAND DOCS`, key specs, ACL
+//! categories) and the boundary every call crosses ([`dispatch`]).
+//!
+//! Documentation and categories are set only where the running server has
+//! the APIs: `RedisModule_SetCommandInfo` (Redis 7.0+),
+//! `RedisModule_SetCommandACLCategories` (7.2+, Valkey),
+//! `RedisModule_AddACLCategory` (7.4+, Valkey 8+).
+
+use std::ffi::{c_char, c_int, CStr};
+
+use redis_module::raw::{
+    self, RedisModuleCommandArg, RedisModuleCommandInfo, RedisModuleCommandKeySpec, RedisModuleCtx,
+    RedisModuleString,
+};
+
+use super::string::{args_of, Arg};
+use super::{guard, reply, Ctx, ERR, OK};
+
+/// The `extern "C"` signature of a command's entry point.
+pub type EntryPoint =
+    extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
+
+/// Declares the `extern "C"` entry point `$fn_name` that runs the command
+/// described by `$spec` through [`crate::command::run`].
+macro_rules! entry_point {
+    ($fn_name:ident, $spec:path) => {
+        extern "C" fn $fn_name(
+            ctx: *mut redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut redis_module::raw::RedisModuleString,
+            argc: std::ffi::c_int,
+        ) -> std::ffi::c_int {
+            $crate::server::registry::dispatch(ctx, argv, argc, |ctx, args| {
+                $crate::command::run(ctx, args, &$spec)
+            })
+        }
+    };
+}
+pub(crate) use entry_point;
+
+/// The boundary of every command call: wraps the context and the arguments
+/// and runs `body`, answering a caught panic with an `ERR` reply (a panic
+/// unwinding into the server would abort it). Bodies reply only after their
+/// work is done, so a caught panic never leaves a half-written reply.
+pub fn dispatch(
+    ctx: *mut RedisModuleCtx,
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+    body: impl FnOnce(Ctx, &[Arg]) -> c_int,
+) -> c_int {
+    let Some(ctx) = Ctx::from_raw(ctx) else {
+        return ERR;
+    };
+    let argc = usize::try_from(argc).unwrap_or(0);
+    // SAFETY: the server passes `argc` valid strings in `argv`, alive for
+    // the whole call.
+    let Some(args) = (unsafe { args_of(argv, argc) }) else {
+        return reply::wrong_arity(ctx);
+    };
+    guard(
+        || body(ctx, args),
+        || {
+            let caught = crate::error::Error::Internal {
+                what: "a panic was caught",
+            };
+            reply::error(ctx, &caught.to_string())
+        },
+    )
+}
+
+/// What `COMMAND DOCS` shows for one argument.
+pub struct ArgDoc {
+    pub name: &'static CStr,
+    pub kind: ArgType,
+    /// The keyword that introduces it (`TOKENS`), if any.
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+}
+
+/// The type of a documented argument.
+#[derive(Clone, Copy)]
+pub enum ArgType {
+    Key,
+    Integer,
+    /// A number of seconds, possibly fractional.
+    Double,
+}
+
+/// What `COMMAND DOCS` shows for one command.
+pub struct CommandDoc {
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    /// Negative: at least that many arguments, the command name included.
+    pub arity: c_int,
+    /// ACL categories besides the module's own (`write fast`, …).
+    pub acl_categories: &'static str,
+    pub args: &'static [ArgDoc],
+}
+
+/// The version of the module that introduced the commands.
+const SINCE: &CStr = c"0.1.0";
+
+/// Adds the module's own ACL category where the server has module
+/// categories; true when the commands can carry it. On a reload the category
+/// already exists (the server keeps it) and adding it fails: the commands
+/// still get it.
+pub fn add_acl_category(ctx: Ctx, category: &CStr) -> bool {
+    // SAFETY: a plain read of a function pointer set at load.
+    match unsafe { raw::RedisModule_AddACLCategory } {
+        Some(add) => {
+            // SAFETY: the load context (the only place this call is allowed).
+            unsafe { add(ctx.as_ptr(), category.as_ptr()) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// Keys are signalled as modified only when a command writes (the module
+/// does it itself), not whenever a key was opened for writing.
+pub fn no_implicit_signal_modified(ctx: Ctx) {
+    // SAFETY: a plain read of a function pointer set at load.
+    if let Some(set_options) = unsafe { raw::RedisModule_SetModuleOptions } {
+        // SAFETY: the load context.
+        unsafe {
+            set_options(
+                ctx.as_ptr(),
+                raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+            )
+        };
+    }
+}
+
+/// Registers `name` with `entry`, its key at position 1 (first key 1, last
+/// key 1, step 1) so that Redis Cluster routes by it and ACL key patterns
+/// apply. False when the server refused.
+pub fn create_command(ctx: Ctx, name: &CStr, entry: EntryPoint, flags: &CStr) -> bool {
+    // SAFETY: a plain read of a function pointer set at load.
+    let Some(create) = (unsafe { raw::RedisModule_CreateCommand }) else {
+        return false;
+    };
+    // SAFETY: the load context; the strings are static.
+    let status = unsafe {
+        create(
+            ctx.as_ptr(),
+            name.as_ptr(),
+            Some(entry),
+            flags.as_ptr(),
+            1,
+            1,
+            1,
+        )
+    };
+    status == OK
+}
+
+/// Applies `doc` and the ACL categories to the registered command `name`;
+/// an error text for the log when the server refuses.
+pub fn document(
+    ctx: Ctx,
+    name: &CStr,
+    doc: &CommandDoc,
+    own_category: Option<&CStr>,
+) -> Result<(), String> {
+    // SAFETY: a plain read of a function pointer set at load.
+    let Some(get_command) = (unsafe { raw::RedisModule_GetCommand }) else {
+        return Ok(());
+    };
+    // SAFETY: the load context; `name` is a registered command.
+    let command = unsafe { get_command(ctx.as_ptr(), name.as_ptr()) };
+    if command.is_null() {
+        return Err(format!("{} is not registered", name.to_string_lossy()));
+    }
+    // SAFETY: a plain read of a function pointer set at load.
+    if let Some(set_info) = unsafe { raw::RedisModule_SetCommandInfo } {
+        if set_command_info(set_info, command, doc) != OK {
+            return Err(format!(
+                "the server refused the documentation of {}",
+                name.to_string_lossy()
+            ));
+        }
+    }
+    // SAFETY: a plain read of a function pointer set at load.
+    if let Some(set_acl) = unsafe { raw::RedisModule_SetCommandACLCategories } {
+        // With the module's own category first; without it if the server
+        // refuses (it has no module categories, or lost ours).
+        let mut attempts = Vec::with_capacity(2);
+        if let Some(own) = own_category {
+            attempts.push(format!("{} {}", doc.acl_categories, own.to_string_lossy()));
+        }
+        attempts.push(doc.acl_categories.to_string());
+        let accepted = attempts.into_iter().any(|categories| {
+            std::ffi::CString::new(categories).is_ok_and(|c| {
+                // SAFETY: `command` is registered; the server copies the string.
+                unsafe { set_acl(command, c.as_ptr()) == OK }
+            })
+        });
+        if !accepted {
+            return Err(format!(
+                "the server refused the ACL categories of {}",
+                name.to_string_lossy()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn set_command_info(
+    set_info: unsafe extern "C" fn(
+        *mut raw::RedisModuleCommand,
+        *const RedisModuleCommandInfo,
+    ) -> c_int,
+    command: *mut raw::RedisModuleCommand,
+    doc: &CommandDoc,
+) -> c_int {
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<RedisModuleCommandArg>(),
+    };
+    // One key spec, as registered (first key 1, last key 1, step 1): the
+    // limiter key is read and updated. The array ends with a zeroed entry.
+    // SAFETY: all-zero is a valid value of these plain C structs.
+    let mut key_specs: [RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    key_specs[0].flags = u64::from(
+        raw::REDISMODULE_CMD_KEY_RW
+            | raw::REDISMODULE_CMD_KEY_ACCESS
+            | raw::REDISMODULE_CMD_KEY_UPDATE,
+    );
+    key_specs[0].begin_search_type =
+        raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    key_specs[0].bs.index.pos = 1;
+    key_specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+    key_specs[0].fk.range.lastkey = 0;
+    key_specs[0].fk.range.keystep = 1;
+    key_specs[0].fk.range.limit = 0;
+    // The arguments, ending with a zeroed entry.
+    let mut args: Vec<RedisModuleCommandArg> = doc.args.iter().map(command_arg).collect();
+    args.push(zeroed_arg());
+    let info = RedisModuleCommandInfo {
+        version: &version,
+        summary: doc.summary.as_ptr(),
+        complexity: doc.complexity.as_ptr(),
+        since: SINCE.as_ptr(),
+        history: std::ptr::null_mut(),
+        tips: std::ptr::null::<c_char>(),
+        arity: doc.arity,
+        key_specs: key_specs.as_mut_ptr(),
+        args: args.as_mut_ptr(),
+    };
+    // SAFETY: every pointer in `info` is valid for the call; the server
+    // copies what it keeps.
+    unsafe { set_info(command, &info) }
+}
+
+fn zeroed_arg() -> RedisModuleCommandArg {
+    // SAFETY: all-zero is a valid value of this plain C struct (null
+    // pointers, zero integers): the array terminator.
+    unsafe { std::mem::zeroed() }
+}
+
+fn command_arg(a: &ArgDoc) -> RedisModuleCommandArg {
+    let mut arg = zeroed_arg();
+    arg.name = a.name.as_ptr();
+    arg.type_ = match a.kind {
+        ArgType::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+        ArgType::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ArgType::Double => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE,
+    };
+    arg.key_spec_index = if matches!(a.kind, ArgType::Key) {
+        0
+    } else {
+        -1
+    };
+    arg.token = a.token.map_or(std::ptr::null(), |t| t.as_ptr());
+    arg.flags = if a.optional {
+        raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
+    } else {
+        0
+    };
+    arg
+}

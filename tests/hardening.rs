@@ -1,0 +1,304 @@
+//! Never hurting the server: bounded work per call (an empty SLOWLOG at a
+//! 5 ms threshold under adversarial state and arguments), the sliding log's
+//! `limit` bound and its setting, a renamed `SYNC` that must not let
+//! commands reach the replication stream verbatim, and module reloads that
+//! give their memory back.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{call, call_err, info_field, module_path, query, Server};
+
+/// `SLOWLOG GET` entries (command and µs) of the module's commands.
+fn slow_module_calls(con: &mut redis::Connection) -> Vec<(String, i64)> {
+    let entries: Vec<redis::Value> = query(con, &["SLOWLOG", "GET", "1000"]).unwrap();
+    let mut slow = Vec::new();
+    for entry in entries {
+        let redis::Value::Array(fields) = entry else {
+            continue;
+        };
+        let micros = match fields.get(2) {
+            Some(redis::Value::Int(us)) => *us,
+            _ => -1,
+        };
+        let command = match fields.get(3) {
+            Some(redis::Value::Array(args)) => args
+                .iter()
+                .map(|a| match a {
+                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => String::new(),
+        };
+        let lower = command.to_ascii_lowercase();
+        if lower.starts_with("rl.") || lower.starts_with("cl.") {
+            slow.push((command, micros));
+        }
+    }
+    slow
+}
+
+/// Fills `key` with `count` log entries scored one hour before now (long
+/// outside any short window), then one valid newest entry, in batches so
+/// that no single ZADD is slow itself.
+fn fill_stale_log(con: &mut redis::Connection, key: &str, count: usize) {
+    let now_us: i64 = {
+        let t: Vec<String> = query(con, &["TIME"]).unwrap();
+        t[0].parse::<i64>().unwrap() * 1_000_000 + t[1].parse::<i64>().unwrap()
+    };
+    let old = now_us - 3_600_000_000;
+    let batch = 5_000;
+    let mut pipe = redis::pipe();
+    for start in (0..count).step_by(batch) {
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(key);
+        for i in start..(start + batch).min(count) {
+            cmd.arg(old + i as i64).arg(format!("stale{i}"));
+        }
+        pipe.add_command(cmd).ignore();
+    }
+    pipe.query::<()>(con).unwrap();
+    // The newest entry is one the module could have written: member 0.
+    let _: i64 = query(con, &["ZADD", key, &(old + count as i64).to_string(), "0"]).unwrap();
+}
+
+#[test]
+fn no_call_takes_more_than_5_ms_whatever_the_state_and_arguments() {
+    let server = Server::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "no",
+        "--slowlog-log-slower-than",
+        "5000",
+    ]);
+    let mut con = server.connect();
+    fill_stale_log(&mut con, "stale", 1_000_000);
+    assert_eq!(
+        query::<i64>(&mut con, &["ZCARD", "stale"]).unwrap(),
+        1_000_001
+    );
+    let _: () = query(&mut con, &["SLOWLOG", "RESET"]).unwrap();
+
+    // Allowed calls over a million stale entries: each removes a bounded few
+    // (the window is long enough for the key not to expire meanwhile).
+    for i in 0..20 {
+        let reply = call(&mut con, &["RL.SLIDINGLOG", "stale", "1000", "10"]);
+        assert_eq!(reply[0], 0, "call {i}: {reply:?}");
+    }
+    let left: i64 = query(&mut con, &["ZCARD", "stale"]).unwrap();
+    assert!(
+        (990_000..1_000_000).contains(&left),
+        "20 calls removed {} entries",
+        1_000_021 - left
+    );
+    // Limited calls over the same log, many times.
+    for _ in 0..50 {
+        assert_eq!(
+            call(&mut con, &["RL.SLIDINGLOG", "stale", "20", "10"])[0],
+            1
+        );
+    }
+    // The largest accepted cost on a fresh key, then limited calls over it.
+    let max = info_field(&mut con, "ratelimit", "ratelimit_sliding_log_max_limit");
+    let reply = call(
+        &mut con,
+        &["RL.SLIDINGLOG", "big", &max, "1000", "TOKENS", &max],
+    );
+    assert_eq!(reply[0], 0, "{reply:?}");
+    for _ in 0..20 {
+        assert_eq!(
+            call(&mut con, &["RL.SLIDINGLOG", "big", &max, "1000"])[0],
+            1
+        );
+    }
+    // A huge cost on every O(1) command.
+    let huge = "9000000000000000000";
+    for args in [
+        vec!["RL.GCRA", "g", "10", "1", "1", "TOKENS", huge],
+        vec!["RL.TOKENBUCKET", "t", "10", "1", "1", "TOKENS", huge],
+        vec!["RL.LEAKYBUCKET", "l", "10", "1", "1", "TOKENS", huge],
+        vec!["RL.FIXEDWINDOW", "f", "10", "1", "TOKENS", huge],
+        vec!["RL.SLIDINGWINDOW", "w", "10", "1", "TOKENS", huge],
+        vec!["CL.THROTTLE", "c", "10", "1", "1", huge],
+    ] {
+        let _: redis::Value = query(&mut con, &args).unwrap();
+    }
+    let slow = slow_module_calls(&mut con);
+    assert!(slow.is_empty(), "calls slower than 5 ms: {slow:?}");
+}
+
+#[test]
+fn the_sliding_log_limit_is_bounded_by_a_module_setting() {
+    let server = Server::start();
+    let mut con = server.connect();
+    assert_eq!(
+        info_field(&mut con, "ratelimit", "ratelimit_sliding_log_max_limit"),
+        "1000"
+    );
+    assert_eq!(
+        call(&mut con, &["RL.SLIDINGLOG", "a", "1000", "1"])[1],
+        1000
+    );
+    assert_eq!(
+        call_err(&mut con, &["RL.SLIDINGLOG", "a", "1001", "1"]),
+        "ERR limit must be <= 1000 (the module's sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW"
+    );
+    assert_eq!(query::<i64>(&mut con, &["EXISTS", "a"]).unwrap(), 1);
+    drop(con);
+    drop(server);
+
+    let module = module_path();
+    let module = module.to_str().unwrap();
+    let server = Server::start_without_module(&[
+        "--save",
+        "",
+        "--loadmodule",
+        module,
+        "sliding-log-max-limit",
+        "5000",
+    ]);
+    let mut con = server.connect();
+    assert_eq!(
+        call(&mut con, &["RL.SLIDINGLOG", "b", "5000", "1"])[1],
+        5000
+    );
+    assert!(call_err(&mut con, &["RL.SLIDINGLOG", "b", "5001", "1"]).contains("<= 5000"));
+    // The hard ceiling of any setting.
+    assert!(
+        call_err(&mut con, &["RL.SLIDINGLOG", "b", "100001", "1"]).contains("100000"),
+        "the algorithm's own bound still applies"
+    );
+    drop(con);
+    drop(server);
+
+    // A bad value refuses the load.
+    let server = Server::start_without_module(&["--save", "", "--enable-module-command", "yes"]);
+    let mut con = server.connect();
+    for bad in ["0", "100001", "many"] {
+        let refused: redis::RedisResult<()> = redis::cmd("MODULE")
+            .arg("LOAD")
+            .arg(module)
+            .arg("sliding-log-max-limit")
+            .arg(bad)
+            .query(&mut con);
+        assert!(refused.is_err(), "sliding-log-max-limit {bad} was accepted");
+    }
+    assert!(server
+        .log()
+        .contains("sliding-log-max-limit needs an integer from 1 to 100000"));
+}
+
+/// Reads from `stream` until `until` bytes were seen or `timeout` passed.
+fn read_for(stream: &mut TcpStream, timeout: Duration, until: &[u8]) -> Vec<u8> {
+    let deadline = Instant::now() + timeout;
+    let mut all = Vec::new();
+    let mut buf = [0u8; 65536];
+    stream
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    while Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+        if !until.is_empty() && all.windows(until.len()).any(|w| w == until) {
+            break;
+        }
+    }
+    all
+}
+
+fn contains_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+#[test]
+fn a_replica_syncing_through_a_renamed_sync_receives_only_effects() {
+    let server = Server::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--rename-command",
+        "SYNC",
+        "hidden-sync",
+    ]);
+    let mut con = server.connect();
+    // Writes before any replica: nothing consumes them, yet they must not be
+    // handed over verbatim either once someone syncs.
+    call(&mut con, &["RL.GCRA", "before", "5", "1", "1"]);
+
+    let mut replica = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    replica.write_all(b"hidden-sync\r\n").unwrap();
+    // The RDB transfer: wait until the payload has arrived.
+    let _rdb = read_for(&mut replica, Duration::from_secs(10), b"before");
+    std::thread::sleep(Duration::from_millis(100));
+
+    call(&mut con, &["RL.GCRA", "after", "5", "1", "1"]);
+    call(&mut con, &["RL.TOKENBUCKET", "bucket", "5", "1", "1"]);
+    call(&mut con, &["RL.SLIDINGLOG", "log", "5", "1"]);
+    let stream = read_for(&mut replica, Duration::from_secs(5), b"PEXPIREAT");
+    assert!(
+        contains_ignore_case(&stream, b"PXAT") && contains_ignore_case(&stream, b"ZADD"),
+        "the stream lacks the effects: {:?}",
+        String::from_utf8_lossy(&stream)
+    );
+    for command in [&b"RL.GCRA"[..], b"RL.TOKENBUCKET", b"RL.SLIDINGLOG"] {
+        assert!(
+            !contains_ignore_case(&stream, command),
+            "{} reached the stream verbatim: {:?}",
+            String::from_utf8_lossy(command),
+            String::from_utf8_lossy(&stream)
+        );
+    }
+    assert_eq!(
+        info_field(&mut con, "ratelimit", "ratelimit_writes_unpropagated"),
+        "0",
+        "with SYNC renamed no write may skip propagation"
+    );
+}
+
+#[test]
+fn two_hundred_reloads_give_their_memory_back() {
+    let server = Server::start_without_module(&["--save", "", "--enable-module-command", "yes"]);
+    let mut con = server.connect();
+    let module = module_path();
+    let module = module.to_str().unwrap();
+    let used = |con: &mut redis::Connection| -> i64 {
+        info_field(con, "memory", "used_memory").parse().unwrap()
+    };
+    let cycle = |con: &mut redis::Connection| {
+        let _: () = query(con, &["MODULE", "LOAD", module]).unwrap();
+        call(con, &["RL.GCRA", "k", "5", "1", "1"]);
+        let _: () = query(con, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
+    };
+    let _: i64 = query(&mut con, &["DEL", "k"]).unwrap();
+    // Warm up whatever the server allocates once (command table slots, …).
+    for _ in 0..20 {
+        cycle(&mut con);
+    }
+    let _: i64 = query(&mut con, &["DEL", "k"]).unwrap();
+    let before = used(&mut con);
+    let cycles = 200;
+    for _ in 0..cycles {
+        cycle(&mut con);
+    }
+    let _: i64 = query(&mut con, &["DEL", "k"]).unwrap();
+    let after = used(&mut con);
+    let per_cycle = (after - before) / cycles;
+    assert!(
+        per_cycle < 1024,
+        "each MODULE UNLOAD + LOAD kept {per_cycle} bytes ({before} -> {after})"
+    );
+}
