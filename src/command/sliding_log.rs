@@ -119,15 +119,28 @@ impl TimestampLog for ZsetLog<'_, '_> {
     }
 
     fn count_after(&self, after_us: i64, at_most: i64) -> Result<i64> {
-        let mut count = 0i64;
+        // Usually few entries have left the window: count those (at most
+        // `at_most`) and subtract; when there are more, count the ones
+        // inside from the newest down instead. Either way ≤ 2 × at_most steps.
+        let at_most = at_most.max(0);
+        let mut stale = 0i64;
+        self.key
+            .zset_walk(f64::NEG_INFINITY, false, after_us as f64, false, |_| {
+                stale += 1;
+                stale <= at_most
+            })?;
+        if stale <= at_most {
+            return Ok((self.key.zset_len()? - stale).clamp(0, at_most));
+        }
+        let mut live = 0i64;
         if at_most > 0 {
             self.key
                 .zset_walk(after_us as f64, true, f64::INFINITY, true, |_| {
-                    count += 1;
-                    count < at_most
+                    live += 1;
+                    live < at_most
                 })?;
         }
-        Ok(count)
+        Ok(live)
     }
 
     fn nth_newest(&self, k: i64) -> Result<Option<i64>> {
@@ -213,9 +226,12 @@ fn write(
         tries += 1;
         let member = OwnedString::from_i64(ctx, next_member.rem_euclid(modulus))?;
         next_member = next_member.wrapping_add(1);
-        let in_window = key.zset_score(&member)?.is_some_and(|s| s > cutoff);
-        if !in_window {
-            key.zset_add(at, &member)?;
+        // Usually the member is free; one in use by an entry that left the
+        // window is moved to the new score.
+        let free = key.zset_add(at, &member, true)?
+            || (key.zset_score(&member)?.is_some_and(|s| s <= cutoff)
+                && key.zset_add(at, &member, false)?);
+        if free {
             added.push(member);
         }
     }

@@ -236,10 +236,15 @@ impl<'a> Key<'a> {
         Ok((status == OK).then_some(score))
     }
 
-    /// Adds `member` with `score`, or moves it to `score` if it is there.
-    pub fn zset_add(&mut self, score: f64, member: &OwnedString) -> Result<()> {
+    /// Adds `member` with `score` if it is not there (`only_new`), or adds
+    /// it or moves it to `score` (otherwise); true when the set changed.
+    pub fn zset_add(&mut self, score: f64, member: &OwnedString, only_new: bool) -> Result<bool> {
         let add = api!(RedisModule_ZsetAdd);
-        let mut flags: c_int = 0;
+        let mut flags: c_int = if only_new {
+            raw::REDISMODULE_ZADD_NX as c_int
+        } else {
+            0
+        };
         // SAFETY: the key is open for writing (empty or a sorted set);
         // `member` is live and copied by the server.
         if unsafe { add(self.ptr(), score, member.as_ptr(), &mut flags) } != OK {
@@ -247,7 +252,16 @@ impl<'a> Key<'a> {
                 what: "could not add to the sorted set",
             });
         }
-        Ok(())
+        let changed = (raw::REDISMODULE_ZADD_ADDED | raw::REDISMODULE_ZADD_UPDATED) as c_int;
+        Ok(flags & changed != 0)
+    }
+
+    /// The number of entries of a sorted set.
+    pub fn zset_len(&self) -> Result<i64> {
+        let len = api!(RedisModule_ValueLength);
+        // SAFETY: the key is open.
+        let n = unsafe { len(self.ptr()) };
+        Ok(i64::try_from(n).unwrap_or(i64::MAX))
     }
 
     /// Removes `member` from the sorted set.

@@ -105,6 +105,7 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_ReplyWithError,
         RedisModule_WrongArity,
         RedisModule_ZsetAdd,
+        RedisModule_ValueLength,
         RedisModule_ZsetRem,
         RedisModule_ZsetScore,
         RedisModule_ZsetFirstInScoreRange,
