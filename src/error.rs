@@ -47,9 +47,25 @@ pub enum Error {
     #[error("ERR parameters too large: the limiter's arithmetic would overflow")]
     Overflow,
 
-    /// Trailing arguments that are not a valid `TOKENS n` option.
-    #[error("ERR syntax error: expected [TOKENS n] after the parameters")]
+    /// Trailing arguments that are not valid options.
+    #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] after the parameters")]
     Syntax,
+
+    /// `RL.ALL` with the same key twice.
+    #[error("ERR RL.ALL names the same key twice")]
+    DuplicateKey,
+
+    /// `RL.ALL` with fewer or more limits than keys.
+    #[error("ERR RL.ALL needs exactly numkeys limits, one per key")]
+    LimitCount,
+
+    /// `RL.ALL` with a limit type it does not know.
+    #[error("ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG")]
+    UnknownLimit,
+
+    /// `RL.ALL` with a leaky bucket.
+    #[error("ERR LEAKYBUCKET cannot be part of RL.ALL: its 'allowed after a delay' has no all-or-nothing meaning")]
+    LeakyBucketInAll,
 
     /// The key exists and is not of the type this command keeps its state in.
     #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]
@@ -92,6 +108,10 @@ mod tests {
             Error::Overflow,
             Error::LimitAboveSetting { max: 1000 },
             Error::Syntax,
+            Error::DuplicateKey,
+            Error::LimitCount,
+            Error::UnknownLimit,
+            Error::LeakyBucketInAll,
             Error::InvalidState { command: "RL.GCRA" },
             Error::Internal { what: "panic" },
         ];

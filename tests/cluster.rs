@@ -245,3 +245,47 @@ fn moving_a_slot_keeps_each_limiters_state_and_expiry() {
     let err = call_err(&mut src, &["RL.GCRA", "{tenant:7}:gcra", "4", "1", "600"]);
     assert!(err.starts_with("MOVED"), "{err}");
 }
+
+#[test]
+fn all_needs_its_keys_in_one_slot_and_hash_tags_put_them_there() {
+    let cluster = Cluster::start();
+    let all = |a: &str, b: &str| -> Vec<String> {
+        [
+            "RL.ALL",
+            "2",
+            a,
+            b,
+            "GCRA",
+            "4",
+            "1",
+            "60",
+            "FIXEDWINDOW",
+            "10",
+            "60",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let owner = cluster.owner("{user:1}:min");
+    let mut con = cluster.nodes[owner].connect();
+    let tagged = all("{user:1}:min", "{user:1}:day");
+    let refs: Vec<&str> = tagged.iter().map(String::as_str).collect();
+    let reply: Vec<i64> = query(&mut con, &refs).unwrap();
+    assert_eq!((reply[0], reply[5]), (0, 1), "{reply:?}");
+    // Keys of different slots: refused, nothing written.
+    let other_key = (0..100)
+        .map(|i| format!("other:{i}"))
+        .find(|k| cluster.owner(k) == owner)
+        .unwrap();
+    let spread = all("{user:1}:min", &other_key);
+    let refs: Vec<&str> = spread.iter().map(String::as_str).collect();
+    let err = call_err(&mut con, &refs);
+    assert!(err.starts_with("CROSSSLOT"), "{err}");
+    assert_eq!(query::<i64>(&mut con, &["EXISTS", &other_key]).unwrap(), 0);
+    // Another node redirects the call to the keys' owner.
+    let mut elsewhere = cluster.nodes[(owner + 1) % 3].connect();
+    let refs: Vec<&str> = tagged.iter().map(String::as_str).collect();
+    let err = call_err(&mut elsewhere, &refs);
+    assert!(err.starts_with("MOVED"), "{err}");
+}

@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod block;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
@@ -65,6 +66,25 @@ pub struct Outcome<S> {
     pub update: Option<Update<S>>,
 }
 
+/// What a refund writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefundWrite<S> {
+    /// Nothing changes (a missing key, or nothing to give back).
+    Nothing,
+    /// Store this state, expiring at `expire_at_us`.
+    Set(Update<S>),
+    /// The limiter is full again: delete the key.
+    Delete,
+}
+
+/// The answer to a refund: the limiter after it (`limited` false,
+/// `retry_after_us` None) and what to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refunded<S> {
+    pub decision: Decision,
+    pub write: RefundWrite<S>,
+}
+
 /// Room for any encoded state of a string-backed algorithm.
 pub const STATE_BUF_LEN: usize = 64;
 
@@ -91,6 +111,18 @@ pub trait Algorithm {
         now_us: i64,
         cost: i64,
     ) -> Result<Outcome<Self::State>>;
+
+    /// Gives `tokens` (≥ 1) back at `now_us`, never beyond full.
+    fn refund(
+        &self,
+        _state: Option<Self::State>,
+        _now_us: i64,
+        _tokens: i64,
+    ) -> Result<Refunded<Self::State>> {
+        Err(Error::Internal {
+            what: "REFUND is not implemented yet",
+        })
+    }
 }
 
 /// Parses a non-negative decimal integer made only of ASCII digits that fits

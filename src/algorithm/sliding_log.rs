@@ -74,6 +74,18 @@ pub struct LogOutcome {
     pub update: Option<LogUpdate>,
 }
 
+/// What a refund does to the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRefund {
+    pub decision: Decision,
+    /// Remove this many of the newest entries (0: nothing changes).
+    pub remove_newest: i64,
+    /// True when no entry is left inside the window afterwards: delete the key.
+    pub delete: bool,
+    /// Otherwise the key's new expiry: when the newest entry left leaves the window.
+    pub expire_at_us: i64,
+}
+
 /// Sliding log parameters, validated. Build with [`SlidingLog::new`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlidingLog {
@@ -106,6 +118,23 @@ impl SlidingLog {
             return Err(Error::BadPeriod { arg: "window" });
         }
         Ok(Self { limit, window_us })
+    }
+
+    /// Gives `tokens` back (temporary: replaced by the real refund).
+    pub fn refund<L: TimestampLog + ?Sized>(
+        &self,
+        _log: &L,
+        _now_us: i64,
+        _tokens: i64,
+    ) -> Result<LogRefund> {
+        Err(Error::Internal {
+            what: "REFUND is not implemented yet",
+        })
+    }
+
+    /// The most tokens that can be taken at once (`limit`).
+    pub fn limit(&self) -> i64 {
+        self.limit
     }
 
     /// Decides `cost` tokens at `now_us` against `log`.

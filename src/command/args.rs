@@ -5,6 +5,7 @@
 //! commands accept: signed 64-bit integers without spaces, `+` or fractions;
 //! floats as `strtod` reads them, whole.
 
+use super::limiter::{Op, Options};
 use crate::error::{Error, Result};
 use crate::server::string::Arg;
 use crate::time::seconds_to_us;
@@ -71,25 +72,39 @@ impl<'a> Args<'a> {
         seconds_to_us(secs).ok_or(Error::BadPeriod { arg: name })
     }
 
-    /// `key limit window [TOKENS n]`: `(limit, window in µs, cost)`.
-    pub fn limit_window_cost(&self) -> Result<(i64, i64, i64)> {
-        Ok((
-            self.integer(2, "limit")?,
-            self.seconds_as_us(3, "window")?,
-            self.tokens_option(4)?,
-        ))
-    }
-
-    /// The optional `[TOKENS n]` that may follow the parameters at `from`:
-    /// the cost of this request, an integer ≥ 1, default 1. Anything else
-    /// after the parameters is a syntax error.
-    pub fn tokens_option(&self, from: usize) -> Result<i64> {
-        match self.len().checked_sub(from) {
-            Some(0) => Ok(1),
-            Some(2) if self.bytes(from)?.eq_ignore_ascii_case(b"TOKENS") => {
-                self.integer_at_least(from + 1, "TOKENS", 1, ">= 1")
+    /// The options that may follow the parameters at `from`, in any order,
+    /// each at most once: `[TOKENS n | REFUND n] [PEEK] [BLOCK duration]`.
+    /// `TOKENS n` (default 1) is the cost of the request and `REFUND n` the
+    /// tokens given back, integers ≥ 1; `BLOCK` takes seconds, parsed like
+    /// periods. Anything else is a syntax error.
+    pub fn options(&self, from: usize) -> Result<Options> {
+        let mut options = Options::default();
+        let (mut op_seen, mut block_seen) = (false, false);
+        let mut i = from;
+        while i < self.len() {
+            let word = self.bytes(i)?;
+            if word.eq_ignore_ascii_case(b"TOKENS") || word.eq_ignore_ascii_case(b"REFUND") {
+                if op_seen {
+                    return Err(Error::Syntax);
+                }
+                op_seen = true;
+                options.op = if word.eq_ignore_ascii_case(b"TOKENS") {
+                    Op::Take(self.integer_at_least(i + 1, "TOKENS", 1, ">= 1")?)
+                } else {
+                    Op::Refund(self.integer_at_least(i + 1, "REFUND", 1, ">= 1")?)
+                };
+                i += 2;
+            } else if word.eq_ignore_ascii_case(b"PEEK") && !options.peek {
+                options.peek = true;
+                i += 1;
+            } else if word.eq_ignore_ascii_case(b"BLOCK") && !block_seen {
+                block_seen = true;
+                options.block_us = Some(self.seconds_as_us(i + 1, "BLOCK")?);
+                i += 2;
+            } else {
+                return Err(Error::Syntax);
             }
-            _ => Err(Error::Syntax),
         }
+        Ok(options)
     }
 }

@@ -4,8 +4,7 @@
 
 use crate::server::Ctx;
 
-use super::{args::Args, docs, ReplyUnit, Spec};
-use crate::algorithm::Decision;
+use super::{args::Args, docs, Answer, ReplyUnit, Spec};
 use crate::error::Result;
 
 pub const SPEC: Spec = Spec {
@@ -19,11 +18,12 @@ pub const SPEC: Spec = Spec {
         complexity: c"O(1)",
         arity: -1,
         acl_categories: "write",
+        keys: docs::KeySpec::One,
         args: &[],
     },
     handler,
 };
 
-fn handler(_ctx: Ctx, args: &Args) -> Result<Decision> {
+fn handler(_ctx: Ctx, args: &Args) -> Result<Answer> {
     panic!("RL.DEBUGPANIC called with {} arguments", args.len());
 }

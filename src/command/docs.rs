@@ -7,7 +7,7 @@
 
 use std::ffi::CStr;
 
-pub use crate::server::registry::{ArgDoc, ArgType, CommandDoc};
+pub use crate::server::registry::{ArgDoc, ArgType, CommandDoc, KeySpec};
 
 const fn arg(name: &'static CStr, kind: ArgType) -> ArgDoc {
     ArgDoc {
@@ -15,18 +15,34 @@ const fn arg(name: &'static CStr, kind: ArgType) -> ArgDoc {
         kind,
         token: None,
         optional: false,
+        multiple: false,
     }
 }
 
 /// `key`, always first.
 pub const KEY: ArgDoc = arg(c"key", ArgType::Key);
 /// `[TOKENS n]`, the cost of a request.
-pub const TOKENS: ArgDoc = ArgDoc {
-    name: c"n",
-    kind: ArgType::Integer,
-    token: Some(c"TOKENS"),
-    optional: true,
-};
+pub const TOKENS: ArgDoc = option(c"n", ArgType::Integer, c"TOKENS");
+/// `[REFUND n]`, tokens given back.
+pub const REFUND: ArgDoc = option(c"refund", ArgType::Integer, c"REFUND");
+/// `[PEEK]`: answer without writing.
+pub const PEEK: ArgDoc = option(c"peek", ArgType::PureToken, c"PEEK");
+/// `[BLOCK duration]`: seconds to lock the limiter out when refused.
+pub const BLOCK: ArgDoc = option(c"duration", ArgType::Double, c"BLOCK");
+
+const fn option(name: &'static CStr, kind: ArgType, token: &'static CStr) -> ArgDoc {
+    ArgDoc {
+        name,
+        kind,
+        token: Some(token),
+        optional: true,
+        multiple: false,
+    }
+}
+
+pub const fn string(name: &'static CStr) -> ArgDoc {
+    arg(name, ArgType::String)
+}
 
 pub const fn int(name: &'static CStr) -> ArgDoc {
     arg(name, ArgType::Integer)

@@ -6,8 +6,9 @@
 
 use crate::server::Ctx;
 
-use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
-use crate::algorithm::{fixed_window::FixedWindow, Decision};
+use super::limiter::{self, Limit};
+use super::{args::Args, docs, Answer, ReplyUnit, Spec};
+use crate::algorithm::fixed_window::FixedWindow;
 use crate::error::Result;
 
 pub const SPEC: Spec = Spec {
@@ -21,13 +22,25 @@ pub const SPEC: Spec = Spec {
         complexity: c"O(1)",
         arity: -4,
         acl_categories: "write fast",
-        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS],
+        keys: docs::KeySpec::One,
+        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
     },
     handler,
 };
 
-fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
-    let (limit, window_us, cost) = args.limit_window_cost()?;
-    let fixed_window = FixedWindow::new(limit, window_us)?;
-    decide_string(ctx, args.arg(1)?, &fixed_window, cost, "RL.FIXEDWINDOW")
+/// The number of parameters after the key: `limit window`.
+pub const PARAMS: usize = 2;
+
+/// Parses and validates the parameters `limit window` starting at argument `at`
+/// (also used by `RL.ALL`).
+pub fn parse(args: &Args, at: usize) -> Result<Limit> {
+    let limit = args.integer(at, "limit")?;
+    let window_us = args.seconds_as_us(at + 1, "window")?;
+    Ok(Limit::FixedWindow(FixedWindow::new(limit, window_us)?))
+}
+
+fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
+    let limit = parse(args, 2)?;
+    let options = args.options(2 + PARAMS)?;
+    limiter::run_one(ctx, args.arg(1)?, &limit, &options).map(Answer::from)
 }

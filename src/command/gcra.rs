@@ -6,8 +6,9 @@
 
 use crate::server::Ctx;
 
-use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
-use crate::algorithm::{gcra::Gcra, Decision};
+use super::limiter::{self, Limit};
+use super::{args::Args, docs, Answer, ReplyUnit, Spec};
+use crate::algorithm::gcra::Gcra;
 use crate::error::Result;
 
 pub const SPEC: Spec = Spec {
@@ -21,16 +22,30 @@ pub const SPEC: Spec = Spec {
         complexity: c"O(1)",
         arity: -5,
         acl_categories: "write fast",
-        args: &[docs::KEY, docs::int(c"max_burst"), docs::int(c"tokens_per_period"), docs::seconds(c"period"), docs::TOKENS],
+        keys: docs::KeySpec::One,
+        args: &[docs::KEY, docs::int(c"max_burst"), docs::int(c"tokens_per_period"), docs::seconds(c"period"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
     },
     handler,
 };
 
-fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
-    let max_burst = args.integer(2, "max_burst")?;
-    let tokens_per_period = args.integer(3, "tokens_per_period")?;
-    let period_us = args.seconds_as_us(4, "period")?;
-    let cost = args.tokens_option(5)?;
-    let gcra = Gcra::new(max_burst, tokens_per_period, period_us)?;
-    decide_string(ctx, args.arg(1)?, &gcra, cost, "RL.GCRA")
+/// The number of parameters after the key: `max_burst tokens_per_period period`.
+pub const PARAMS: usize = 3;
+
+/// Parses and validates the parameters `max_burst tokens_per_period period` starting at argument `at`
+/// (also used by `RL.ALL`).
+pub fn parse(args: &Args, at: usize) -> Result<Limit> {
+    let max_burst = args.integer(at, "max_burst")?;
+    let tokens_per_period = args.integer(at + 1, "tokens_per_period")?;
+    let period_us = args.seconds_as_us(at + 2, "period")?;
+    Ok(Limit::Gcra(Gcra::new(
+        max_burst,
+        tokens_per_period,
+        period_us,
+    )?))
+}
+
+fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
+    let limit = parse(args, 2)?;
+    let options = args.options(2 + PARAMS)?;
+    limiter::run_one(ctx, args.arg(1)?, &limit, &options).map(Answer::from)
 }

@@ -7,8 +7,9 @@
 
 use crate::server::Ctx;
 
-use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
-use crate::algorithm::{leaky_bucket::LeakyBucket, Decision};
+use super::limiter::{self, Limit};
+use super::{args::Args, docs, Answer, ReplyUnit, Spec};
+use crate::algorithm::leaky_bucket::LeakyBucket;
 use crate::error::Result;
 
 pub const SPEC: Spec = Spec {
@@ -22,16 +23,30 @@ pub const SPEC: Spec = Spec {
         complexity: c"O(1)",
         arity: -5,
         acl_categories: "write fast",
-        args: &[docs::KEY, docs::int(c"capacity"), docs::int(c"leak_tokens"), docs::seconds(c"leak_period"), docs::TOKENS],
+        keys: docs::KeySpec::One,
+        args: &[docs::KEY, docs::int(c"capacity"), docs::int(c"leak_tokens"), docs::seconds(c"leak_period"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
     },
     handler,
 };
 
-fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
-    let capacity = args.integer(2, "capacity")?;
-    let leak_tokens = args.integer(3, "leak_tokens")?;
-    let leak_period_us = args.seconds_as_us(4, "leak_period")?;
-    let cost = args.tokens_option(5)?;
-    let leaky_bucket = LeakyBucket::new(capacity, leak_tokens, leak_period_us)?;
-    decide_string(ctx, args.arg(1)?, &leaky_bucket, cost, "RL.LEAKYBUCKET")
+/// The number of parameters after the key: `capacity leak_tokens leak_period`.
+pub const PARAMS: usize = 3;
+
+/// Parses and validates the parameters `capacity leak_tokens leak_period` starting at argument `at`
+/// (also used by `RL.ALL`).
+pub fn parse(args: &Args, at: usize) -> Result<Limit> {
+    let capacity = args.integer(at, "capacity")?;
+    let leak_tokens = args.integer(at + 1, "leak_tokens")?;
+    let leak_period_us = args.seconds_as_us(at + 2, "leak_period")?;
+    Ok(Limit::LeakyBucket(LeakyBucket::new(
+        capacity,
+        leak_tokens,
+        leak_period_us,
+    )?))
+}
+
+fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
+    let limit = parse(args, 2)?;
+    let options = args.options(2 + PARAMS)?;
+    limiter::run_one(ctx, args.arg(1)?, &limit, &options).map(Answer::from)
 }

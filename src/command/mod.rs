@@ -6,6 +6,7 @@
 //! absolute expiry and propagate that effect → reply with five integers. Any
 //! error is replied before anything is written.
 
+pub mod all;
 pub mod args;
 #[cfg(debug_assertions)]
 pub mod debug;
@@ -13,11 +14,11 @@ pub mod docs;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+pub mod limiter;
 pub mod propagate;
 pub mod settings;
 pub mod sliding_log;
 pub mod sliding_window;
-pub mod store;
 pub mod throttle;
 pub mod token_bucket;
 
@@ -74,8 +75,25 @@ pub struct Spec {
     /// `COMMAND DOCS` and ACL categories, where the server supports them.
     pub doc: &'static docs::CommandDoc,
     /// Parses the arguments, decides, writes, propagates and notifies;
-    /// returns the decision to reply with.
-    pub handler: fn(Ctx, &Args) -> Result<Decision>,
+    /// returns what to reply.
+    pub handler: fn(Ctx, &Args) -> Result<Answer>,
+}
+
+/// What a command replies: the five integers of a decision, and for
+/// `RL.ALL` a sixth, the binding limit's 1-based position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Answer {
+    pub decision: Decision,
+    pub position: Option<i64>,
+}
+
+impl From<Decision> for Answer {
+    fn from(decision: Decision) -> Self {
+        Self {
+            decision,
+            position: None,
+        }
+    }
 }
 
 /// Every command call, after [`registry::dispatch`] wrapped it: arity, the
@@ -83,11 +101,30 @@ pub struct Spec {
 /// panic caught by `dispatch`) is always the whole reply.
 pub fn run(ctx: Ctx, argv: &[Arg], spec: &Spec) -> c_int {
     let argc = argv.len();
+    if spec.doc.keys == docs::KeySpec::NumKeys && registry::is_keys_position_request(ctx) {
+        // `numkeys key …`: where the keys are (Redis Cluster's slot check).
+        let numkeys = argv.get(1).and_then(|a| a.to_i64().ok().flatten());
+        let numkeys = usize::try_from(numkeys.unwrap_or(0)).unwrap_or(0);
+        for pos in 2..argc.min(numkeys.saturating_add(2)) {
+            registry::key_at_pos(ctx, pos);
+        }
+        return server::OK;
+    }
     if argc < spec.min_argc || spec.max_argc.is_some_and(|max| argc > max) {
         return reply::wrong_arity(ctx);
     }
     match (spec.handler)(ctx, &Args::new(argv)) {
-        Ok(decision) => reply::integers(ctx, &reply_fields(&decision, spec.unit)),
+        Ok(Answer {
+            decision,
+            position: None,
+        }) => reply::integers(ctx, &reply_fields(&decision, spec.unit)),
+        Ok(Answer {
+            decision,
+            position: Some(position),
+        }) => {
+            let [a, b, c, d, e] = reply_fields(&decision, spec.unit);
+            reply::integers(ctx, &[a, b, c, d, e, position])
+        }
         Err(error) => reply::error(ctx, &error.to_string()),
     }
 }
@@ -99,11 +136,12 @@ entry_point!(rl_fixedwindow, fixed_window::SPEC);
 entry_point!(rl_slidingwindow, sliding_window::SPEC);
 entry_point!(rl_slidinglog, sliding_log::SPEC);
 entry_point!(rl_leakybucket, leaky_bucket::SPEC);
+entry_point!(rl_all, all::SPEC);
 #[cfg(debug_assertions)]
 entry_point!(rl_debugpanic, debug::SPEC);
 
 /// Every command: its spec and its entry point.
-const COMMANDS: [(&Spec, EntryPoint); 7] = [
+const COMMANDS: [(&Spec, EntryPoint); 8] = [
     (&gcra::SPEC, rl_gcra),
     (&token_bucket::SPEC, rl_tokenbucket),
     (&throttle::SPEC, cl_throttle),
@@ -111,6 +149,7 @@ const COMMANDS: [(&Spec, EntryPoint); 7] = [
     (&sliding_window::SPEC, rl_slidingwindow),
     (&sliding_log::SPEC, rl_slidinglog),
     (&leaky_bucket::SPEC, rl_leakybucket),
+    (&all::SPEC, rl_all),
 ];
 
 /// Debug builds also have `RL.DEBUGPANIC` (see [`debug`]); release builds none.
@@ -152,7 +191,7 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
         }
     }
     for &(spec, entry) in COMMANDS.iter().chain(DEBUG_COMMANDS.iter()) {
-        if !registry::create_command(ctx, spec.name, entry, spec.flags) {
+        if !registry::create_command(ctx, spec.name, entry, spec.flags, spec.doc.keys) {
             return Err(format!(
                 "could not register {}",
                 spec.name.to_string_lossy()

@@ -23,15 +23,14 @@
 //! `PEXPIREAT key <ms>`, and raises `zrem`, `zadd` and `expire` after closing
 //! the key. A limited request writes nothing.
 
-use super::{args::Args, docs, propagate, settings, ReplyUnit, Spec};
+use super::limiter::{self, Limit};
+use super::{args::Args, docs, settings, Answer, ReplyUnit, Spec};
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog, TimestampLog};
-use crate::algorithm::Decision;
 use crate::error::{Error, Result};
-use crate::server::effects::{self, EventClass};
 use crate::server::key::{Key, KeyKind};
-use crate::server::string::{Arg, OwnedString};
+use crate::server::string::OwnedString;
 use crate::server::Ctx;
-use crate::time::{ceil_ms, server_now_us};
+use crate::time::ceil_ms;
 
 pub const SPEC: Spec = Spec {
     name: c"rl.slidinglog",
@@ -44,48 +43,53 @@ pub const SPEC: Spec = Spec {
         complexity: c"O(log(N) + limit) with N entries in the log; limit is at most the module's sliding-log-max-limit (default 1000)",
         arity: -4,
         acl_categories: "write",
-        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS],
+        keys: docs::KeySpec::One,
+        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
     },
     handler,
 };
 
-fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
-    let (limit, window_us, cost) = args.limit_window_cost()?;
+/// The number of parameters after the key: `limit window`.
+pub const PARAMS: usize = 2;
+
+/// Parses and validates `limit window` starting at argument `at` (also used
+/// by `RL.ALL`).
+pub fn parse(args: &Args, at: usize) -> Result<Limit> {
+    let limit = args.integer(at, "limit")?;
+    let window_us = args.seconds_as_us(at + 1, "window")?;
+    Ok(Limit::SlidingLog(new_log(limit, window_us)?))
+}
+
+fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
+    let limit = parse(args, 2)?;
+    let options = args.options(2 + PARAMS)?;
+    limiter::run_one(ctx, args.arg(1)?, &limit, &options).map(Answer::from)
+}
+
+/// Validates `limit window` of a sliding log, `limit` also against the
+/// module setting `sliding-log-max-limit`.
+pub fn new_log(limit: i64, window_us: i64) -> Result<SlidingLog> {
     let log = SlidingLog::new(limit, window_us)?;
     let max_limit = settings::sliding_log_max_limit();
     if limit > max_limit {
         return Err(Error::LimitAboveSetting { max: max_limit });
     }
-    let name = args.arg(1)?;
-    let mut key = Key::open(ctx, name)?;
-    let zset = match key.kind()? {
-        KeyKind::Empty => None,
-        KeyKind::SortedSet => Some(ZsetLog::read(&key)?),
-        _ => return Err(Error::WrongType),
-    };
-    let now_us = server_now_us();
-    let outcome = match &zset {
-        Some(z) => log.decide(z, now_us, cost)?,
-        None => log.decide(&[][..], now_us, cost)?,
-    };
-    let Some(update) = outcome.update else {
-        return Ok(outcome.decision);
-    };
-    let next_member = zset
-        .and_then(|z| z.newest)
-        .map_or(0, |(_, m)| m.wrapping_add(1));
-    let written = write(ctx, &mut key, &update, next_member, limit)?;
-    key.close();
-    written.propagate_and_notify(ctx, name)?;
-    Ok(outcome.decision)
+    Ok(log)
 }
 
+/// The member that holds a sliding log's block (`BLOCK duration`), scored
+/// by the block's end in µs. Every walk of the log skips it.
+const BLOCK_MEMBER: &[u8] = b"B";
+
 /// A sorted set read as a log: scores are timestamps in µs.
-struct ZsetLog<'k, 'a> {
+pub struct ZsetLog<'k, 'a> {
     key: &'k Key<'a>,
+    len: i64,
     /// The newest entry: its score and its member read as an integer (0 when
     /// it is not one).
     newest: Option<(i64, i64)>,
+    /// The end of a block, µs (the block member's score).
+    blocked_until_us: Option<i64>,
 }
 
 /// A score as µs (scores the module writes are integers below 2^53; any
@@ -94,11 +98,27 @@ fn score_us(score: f64) -> i64 {
     score as i64
 }
 
+fn is_block(member: &OwnedString) -> bool {
+    member.bytes() == BLOCK_MEMBER
+}
+
 impl<'k, 'a> ZsetLog<'k, 'a> {
-    fn read(key: &'k Key<'a>) -> Result<Self> {
+    /// Reads the log at `key`: `None` when the key does not exist.
+    ///
+    /// Errors: [`Error::WrongType`]; [`Error::InvalidState`] when the newest
+    /// entry is not one the module wrote.
+    pub fn open(ctx: Ctx, key: &'k Key<'a>) -> Result<Option<Self>> {
+        match key.kind()? {
+            KeyKind::Empty => return Ok(None),
+            KeyKind::SortedSet => {}
+            _ => return Err(Error::WrongType),
+        }
         let mut newest = None;
         let mut foreign = false;
         key.zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
+            if is_block(&entry.member) {
+                return true;
+            }
             let id = entry.member.to_i64();
             foreign = !is_log_entry(entry.score, id);
             newest = Some((score_us(entry.score), id.unwrap_or(0)));
@@ -109,7 +129,24 @@ impl<'k, 'a> ZsetLog<'k, 'a> {
                 command: "RL.SLIDINGLOG",
             });
         }
-        Ok(Self { key, newest })
+        let block_member = OwnedString::from_bytes(ctx, BLOCK_MEMBER)?;
+        let blocked_until_us = key.zset_score(&block_member)?.map(score_us);
+        Ok(Some(Self {
+            key,
+            len: key.zset_len()?,
+            newest,
+            blocked_until_us,
+        }))
+    }
+
+    /// The end of the block stored in the log, if any (in force or not).
+    pub fn blocked_until_us(&self) -> Option<i64> {
+        self.blocked_until_us
+    }
+
+    /// The newest entry's member as an integer.
+    pub fn newest_member(&self) -> Option<i64> {
+        self.newest.map(|(_, member)| member)
     }
 }
 
@@ -130,13 +167,18 @@ impl TimestampLog for ZsetLog<'_, '_> {
                 stale <= at_most
             })?;
         if stale <= at_most {
-            return Ok((self.key.zset_len()? - stale).clamp(0, at_most));
+            // The block member counts in `len`, and in `stale` when its score
+            // is at or before `after_us`.
+            let block_after = i64::from(self.blocked_until_us.is_some_and(|u| u > after_us));
+            return Ok((self.len - stale - block_after).clamp(0, at_most));
         }
         let mut live = 0i64;
         if at_most > 0 {
             self.key
-                .zset_walk(after_us as f64, true, f64::INFINITY, true, |_| {
-                    live += 1;
+                .zset_walk(after_us as f64, true, f64::INFINITY, true, |entry| {
+                    if !is_block(&entry.member) {
+                        live += 1;
+                    }
                     live < at_most
                 })?;
         }
@@ -148,6 +190,9 @@ impl TimestampLog for ZsetLog<'_, '_> {
         let mut found = None;
         self.key
             .zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
+                if is_block(&entry.member) {
+                    return true;
+                }
                 if seen == k {
                     found = Some(score_us(entry.score));
                     return false;
@@ -175,11 +220,11 @@ fn is_log_entry(score: f64, member: Option<i64>) -> bool {
 }
 
 /// What [`write`] changed, to propagate and announce once the key is closed.
-struct Written {
-    removed: Vec<OwnedString>,
-    score: OwnedString,
-    added: Vec<OwnedString>,
-    expire_at_ms: i64,
+pub struct Written {
+    pub removed: Vec<OwnedString>,
+    pub score: OwnedString,
+    pub added: Vec<OwnedString>,
+    pub expire_at_ms: i64,
 }
 
 /// Applies an allowed request's update to the sorted set:
@@ -192,7 +237,7 @@ struct Written {
 ///    removing it and adding it). At most `limit − add_count` entries are in
 ///    the window, so a free member comes within `limit + add_count` tries;
 /// 3. sets the key's expiry to when the newest entry leaves the window.
-fn write(
+pub fn write(
     ctx: Ctx,
     key: &mut Key,
     update: &LogUpdate,
@@ -245,26 +290,33 @@ fn write(
     })
 }
 
-impl Written {
-    /// Propagates the effects and raises the keyspace events, in the order
-    /// the equivalent commands would (the key must be closed).
-    fn propagate_and_notify(&self, ctx: Ctx, name: Arg) -> Result<()> {
-        if propagate::effects_needed(ctx) {
-            if !self.removed.is_empty() {
-                effects::replicate_zrem(ctx, name, &self.removed)?;
+/// Blocks the log at `key` until `until_us`: the block member scored by
+/// the block's end, the key's expiry no earlier. Returns the score and member
+/// written (to propagate as `ZADD`) and the expiry in ms.
+pub fn block(ctx: Ctx, key: &mut Key, until_us: i64) -> Result<(OwnedString, OwnedString, i64)> {
+    let member = OwnedString::from_bytes(ctx, BLOCK_MEMBER)?;
+    key.zset_add(until_us as f64, &member, false)?;
+    let current_ms = key.abs_expire_ms()?.unwrap_or(0);
+    let expire_at_ms = current_ms.max(ceil_ms(until_us));
+    key.set_abs_expire(expire_at_ms)?;
+    Ok((OwnedString::from_i64(ctx, until_us)?, member, expire_at_ms))
+}
+
+/// Removes the `n` newest entries of the log (never the block member);
+/// returns them, to propagate as `ZREM`.
+pub fn remove_newest(key: &mut Key, n: i64) -> Result<Vec<OwnedString>> {
+    let n = usize::try_from(n).unwrap_or(0);
+    let mut removed = Vec::with_capacity(n);
+    if n > 0 {
+        key.zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
+            if !is_block(&entry.member) {
+                removed.push(entry.member);
             }
-            effects::replicate_zadd(ctx, name, &self.score, &self.added)?;
-            effects::replicate_pexpireat(ctx, name, self.expire_at_ms)?;
-        } else {
-            effects::count_dirty(ctx);
-        }
-        // Only now is the key changed for WATCH (see `command::load`).
-        effects::signal_modified(ctx, name)?;
-        if !self.removed.is_empty() {
-            effects::notify(ctx, EventClass::SortedSet, c"zrem", name)?;
-        }
-        effects::notify(ctx, EventClass::SortedSet, c"zadd", name)?;
-        effects::notify(ctx, EventClass::Generic, c"expire", name)?;
-        Ok(())
+            removed.len() < n
+        })?;
     }
+    for member in &removed {
+        key.zset_rem(member)?;
+    }
+    Ok(removed)
 }

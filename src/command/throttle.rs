@@ -16,9 +16,10 @@
 
 use crate::server::Ctx;
 
-use super::{args::Args, docs, store::decide_string, ReplyUnit, Spec};
+use super::limiter::{self, Limit, Op, Options};
+use super::{args::Args, docs, Answer, ReplyUnit, Spec};
 use crate::algorithm::gcra::Gcra;
-use crate::algorithm::{Algorithm, Decision, Outcome, STATE_BUF_LEN};
+use crate::algorithm::{Algorithm, Outcome, Refunded, STATE_BUF_LEN};
 use crate::error::{Error, Result};
 use crate::time::US_PER_SEC;
 
@@ -33,6 +34,7 @@ pub const SPEC: Spec = Spec {
         complexity: c"O(1)",
         arity: -5,
         acl_categories: "write fast",
+        keys: docs::KeySpec::One,
         args: &[
             docs::KEY,
             docs::int(c"max_burst"),
@@ -43,6 +45,7 @@ pub const SPEC: Spec = Spec {
                 kind: docs::ArgType::Integer,
                 token: None,
                 optional: true,
+                multiple: false,
             },
         ],
     },
@@ -59,7 +62,8 @@ const NANOSECOND_TAT_FLOOR: i64 = 100_000_000_000_000_000;
 pub const MAX_TOLERANCE_US: i64 = 90_000_000_000_000_000;
 
 /// The GCRA of `RL.GCRA`, reading redis-cell's nanosecond TATs too.
-struct CellGcra(Gcra);
+#[derive(Debug, Clone, Copy)]
+pub struct CellGcra(Gcra);
 
 impl Algorithm for CellGcra {
     type State = i64;
@@ -81,9 +85,13 @@ impl Algorithm for CellGcra {
     fn decide(&self, tat_us: Option<i64>, now_us: i64, cost: i64) -> Result<Outcome<i64>> {
         self.0.decide(tat_us, now_us, cost)
     }
+
+    fn refund(&self, tat_us: Option<i64>, now_us: i64, tokens: i64) -> Result<Refunded<i64>> {
+        self.0.refund(tat_us, now_us, tokens)
+    }
 }
 
-fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
+fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let max_burst = args.integer(2, "max_burst")?;
     let count_per_period = args.integer(3, "count_per_period")?;
     let period_secs = args.integer_at_least(4, "period", 1, ">= 1")?;
@@ -98,7 +106,17 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Decision> {
     if gcra.delay_variation_tolerance_us() > MAX_TOLERANCE_US {
         return Err(Error::Overflow);
     }
-    decide_string(ctx, args.arg(1)?, &CellGcra(gcra), quantity, "CL.THROTTLE")
+    let options = Options {
+        op: Op::Take(quantity),
+        ..Options::default()
+    };
+    limiter::run_one(
+        ctx,
+        args.arg(1)?,
+        &Limit::Throttle(CellGcra(gcra)),
+        &options,
+    )
+    .map(Answer::from)
 }
 
 #[cfg(test)]

@@ -70,6 +70,14 @@ pub fn replicate_set_pxat(ctx: Ctx, name: Arg, value: &[u8], expire_at_ms: i64) 
     Ok(())
 }
 
+/// Propagates `DEL name`.
+pub fn replicate_del(ctx: Ctx, name: Arg) -> Result<()> {
+    let replicate = api!(RedisModule_Replicate);
+    // SAFETY: the context and key name of the current call.
+    unsafe { replicate(ctx.as_ptr(), c"DEL".as_ptr(), c"s".as_ptr(), name.as_ptr()) };
+    Ok(())
+}
+
 /// Propagates `PEXPIREAT name expire_at_ms`.
 pub fn replicate_pexpireat(ctx: Ctx, name: Arg, expire_at_ms: i64) -> Result<()> {
     let replicate = api!(RedisModule_Replicate);

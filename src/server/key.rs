@@ -57,10 +57,6 @@ impl<'a> Key<'a> {
         self.raw.as_ptr()
     }
 
-    /// Closes the key now: after this nothing points into it, and the caller
-    /// may raise keyspace events.
-    pub fn close(self) {}
-
     /// What the key holds.
     pub fn kind(&self) -> Result<KeyKind> {
         let key_type = api!(RedisModule_KeyType);
@@ -162,6 +158,27 @@ impl<'a> Key<'a> {
             // SAFETY: the key is open for writing.
             unsafe { set(self.ptr(), freq) };
         }
+    }
+
+    /// The key's absolute expiry in ms since the epoch; `None` when it has
+    /// none (or does not exist).
+    pub fn abs_expire_ms(&self) -> Result<Option<i64>> {
+        let get = api!(RedisModule_GetAbsExpire);
+        // SAFETY: the key is open.
+        let at = unsafe { get(self.ptr()) };
+        Ok((at >= 0).then_some(at))
+    }
+
+    /// Deletes the key.
+    pub fn delete(&mut self) -> Result<()> {
+        let delete = api!(RedisModule_DeleteKey);
+        // SAFETY: the key is open for writing.
+        if unsafe { delete(self.ptr()) } != OK {
+            return Err(Error::Internal {
+                what: "could not delete the key",
+            });
+        }
+        Ok(())
     }
 
     /// Sets the key to expire at `expire_at_ms` (ms since the epoch).

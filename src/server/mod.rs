@@ -94,6 +94,7 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_StringTruncate,
         RedisModule_DeleteKey,
         RedisModule_SetAbsExpire,
+        RedisModule_GetAbsExpire,
         RedisModule_Replicate,
         RedisModule_NotifyKeyspaceEvent,
         RedisModule_SignalModifiedKey,

@@ -67,13 +67,36 @@ pub fn dispatch(
     )
 }
 
+/// Whether the server calls the command only to learn where its keys are
+/// (a `getkeys-api` command, e.g. for Redis Cluster's slot check).
+pub fn is_keys_position_request(ctx: Ctx) -> bool {
+    // SAFETY: a plain read of a function pointer set at load.
+    match unsafe { raw::RedisModule_IsKeysPositionRequest } {
+        // SAFETY: the context of the current command.
+        Some(f) => (unsafe { f(ctx.as_ptr()) }) != 0,
+        None => false,
+    }
+}
+
+/// Answers a keys-position request: argument `pos` is a key.
+pub fn key_at_pos(ctx: Ctx, pos: usize) {
+    // SAFETY: a plain read of a function pointer set at load.
+    if let Some(f) = unsafe { raw::RedisModule_KeyAtPos } {
+        // SAFETY: the context of the current keys-position request.
+        unsafe { f(ctx.as_ptr(), pos as c_int) };
+    }
+}
+
 /// What `COMMAND DOCS` shows for one argument.
+#[derive(Clone, Copy)]
 pub struct ArgDoc {
     pub name: &'static CStr,
     pub kind: ArgType,
     /// The keyword that introduces it (`TOKENS`), if any.
     pub token: Option<&'static CStr>,
     pub optional: bool,
+    /// It may be repeated.
+    pub multiple: bool,
 }
 
 /// The type of a documented argument.
@@ -83,6 +106,18 @@ pub enum ArgType {
     Integer,
     /// A number of seconds, possibly fractional.
     Double,
+    String,
+    /// A keyword alone (`PEEK`).
+    PureToken,
+}
+
+/// Where a command's keys are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum KeySpec {
+    /// One key, at position 1.
+    One,
+    /// `numkeys` at position 1, then that many keys (as `EVAL` and `ZUNION`).
+    NumKeys,
 }
 
 /// What `COMMAND DOCS` shows for one command.
@@ -93,6 +128,8 @@ pub struct CommandDoc {
     pub arity: c_int,
     /// ACL categories besides the module's own (`write fast`, …).
     pub acl_categories: &'static str,
+    /// Where the keys are.
+    pub keys: KeySpec,
     pub args: &'static [ArgDoc],
 }
 
@@ -130,10 +167,19 @@ pub fn no_implicit_signal_modified(ctx: Ctx) {
     }
 }
 
-/// Registers `name` with `entry`, its key at position 1 (first key 1, last
-/// key 1, step 1) so that Redis Cluster routes by it and ACL key patterns
-/// apply. False when the server refused.
-pub fn create_command(ctx: Ctx, name: &CStr, entry: EntryPoint, flags: &CStr) -> bool {
+/// Registers `name` with `entry`. A [`KeySpec::One`] command has its key at
+/// position 1 (first key 1, last key 1, step 1), so that Redis Cluster routes
+/// by it and ACL key patterns apply; a [`KeySpec::NumKeys`] command gets its
+/// keys from the key spec that [`document`] sets. False when the server
+/// refused.
+pub fn create_command(
+    ctx: Ctx,
+    name: &CStr,
+    entry: EntryPoint,
+    flags: &CStr,
+    keys: KeySpec,
+) -> bool {
+    let first = c_int::from(keys == KeySpec::One);
     // SAFETY: a plain read of a function pointer set at load.
     let Some(create) = (unsafe { raw::RedisModule_CreateCommand }) else {
         return false;
@@ -145,9 +191,9 @@ pub fn create_command(ctx: Ctx, name: &CStr, entry: EntryPoint, flags: &CStr) ->
             name.as_ptr(),
             Some(entry),
             flags.as_ptr(),
-            1,
-            1,
-            1,
+            first,
+            first,
+            first,
         )
     };
     status == OK
@@ -218,8 +264,9 @@ fn set_command_info(
         sizeof_keyspec: std::mem::size_of::<RedisModuleCommandKeySpec>(),
         sizeof_arg: std::mem::size_of::<RedisModuleCommandArg>(),
     };
-    // One key spec, as registered (first key 1, last key 1, step 1): the
-    // limiter key is read and updated. The array ends with a zeroed entry.
+    // One key spec: the limiter keys are read and updated. `One`: the key at
+    // position 1 (as registered); `NumKeys`: the count at position 1, then
+    // that many keys. The array ends with a zeroed entry.
     // SAFETY: all-zero is a valid value of these plain C structs.
     let mut key_specs: [RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
     key_specs[0].flags = u64::from(
@@ -230,10 +277,22 @@ fn set_command_info(
     key_specs[0].begin_search_type =
         raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     key_specs[0].bs.index.pos = 1;
-    key_specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-    key_specs[0].fk.range.lastkey = 0;
-    key_specs[0].fk.range.keystep = 1;
-    key_specs[0].fk.range.limit = 0;
+    match doc.keys {
+        KeySpec::One => {
+            key_specs[0].find_keys_type =
+                raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+            key_specs[0].fk.range.lastkey = 0;
+            key_specs[0].fk.range.keystep = 1;
+            key_specs[0].fk.range.limit = 0;
+        }
+        KeySpec::NumKeys => {
+            key_specs[0].find_keys_type =
+                raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+            key_specs[0].fk.keynum.keynumidx = 0;
+            key_specs[0].fk.keynum.firstkey = 1;
+            key_specs[0].fk.keynum.keystep = 1;
+        }
+    }
     // The arguments, ending with a zeroed entry.
     let mut args: Vec<RedisModuleCommandArg> = doc.args.iter().map(command_arg).collect();
     args.push(zeroed_arg());
@@ -266,6 +325,8 @@ fn command_arg(a: &ArgDoc) -> RedisModuleCommandArg {
         ArgType::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
         ArgType::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
         ArgType::Double => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_DOUBLE,
+        ArgType::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+        ArgType::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
     };
     arg.key_spec_index = if matches!(a.kind, ArgType::Key) {
         0
@@ -273,10 +334,12 @@ fn command_arg(a: &ArgDoc) -> RedisModuleCommandArg {
         -1
     };
     arg.token = a.token.map_or(std::ptr::null(), |t| t.as_ptr());
-    arg.flags = if a.optional {
-        raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int
-    } else {
-        0
-    };
+    arg.flags = 0;
+    if a.optional {
+        arg.flags |= raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int;
+    }
+    if a.multiple {
+        arg.flags |= raw::REDISMODULE_CMD_ARG_MULTIPLE as c_int;
+    }
     arg
 }

@@ -125,6 +125,21 @@ impl OwnedString {
         })
     }
 
+    /// A new string holding `bytes`.
+    pub fn from_bytes(ctx: Ctx, bytes: &[u8]) -> Result<Self> {
+        let create = api!(RedisModule_CreateString);
+        // SAFETY: the context of the current call; the server copies the bytes.
+        let raw = unsafe { create(ctx.as_ptr(), bytes.as_ptr().cast(), bytes.len()) };
+        Self::from_raw(Some(ctx), raw).ok_or(Error::Internal {
+            what: "could not create a string",
+        })
+    }
+
+    /// The string's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        string_bytes(self.as_ptr()).unwrap_or_default()
+    }
+
     /// A string with no context (it outlives every call: the module frees it
     /// at unload), holding `text`.
     pub fn detached(text: &'static CStr) -> Result<Self> {

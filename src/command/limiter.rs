@@ -1,0 +1,554 @@
+//! Deciding one limiter, or several at once (`RL.ALL`), in one call: the
+//! shared path of every command.
+//!
+//! 1. **Plan** ([`plan`]): open each key, decode its state (and its block,
+//!    see [`crate::algorithm::block`]), decide with the one `now` of the call,
+//!    and work out two writes: the one if the call goes through (`commit`)
+//!    and the one if it is refused with `BLOCK` (`block`).
+//! 2. **Write**: unless `PEEK`, either every `commit` (all limits allowed, or
+//!    a refund) or the `block` of each refusing limit — never part of a
+//!    decision. Writes go through the key API.
+//! 3. **Close** every key, then **propagate** each write as its effect
+//!    (`SET … PXAT`, `DEL`, `ZREM`/`ZADD`/`PEXPIREAT`) and **notify**
+//!    (modified-key signal, keyspace events): a keyspace-event subscriber may
+//!    change the keys from its callback.
+
+use super::{propagate, throttle::CellGcra};
+use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
+use crate::algorithm::fixed_window::FixedWindow;
+use crate::algorithm::gcra::Gcra;
+use crate::algorithm::leaky_bucket::LeakyBucket;
+use crate::algorithm::sliding_log::{LogUpdate, SlidingLog};
+use crate::algorithm::sliding_window::SlidingWindow;
+use crate::algorithm::token_bucket::TokenBucket;
+use crate::algorithm::{Algorithm, Decision, RefundWrite, STATE_BUF_LEN};
+use crate::error::{Error, Result};
+use crate::server::effects::{self, EventClass};
+use crate::server::key::Key;
+use crate::server::string::{Arg, OwnedString};
+use crate::server::Ctx;
+use crate::time::{ceil_ms, server_now_us};
+
+use super::sliding_log::{self as log_glue, ZsetLog};
+
+/// One limit: an algorithm with its validated parameters.
+#[derive(Debug, Clone, Copy)]
+pub enum Limit {
+    Gcra(Gcra),
+    TokenBucket(TokenBucket),
+    LeakyBucket(LeakyBucket),
+    FixedWindow(FixedWindow),
+    SlidingWindow(SlidingWindow),
+    SlidingLog(SlidingLog),
+    /// `CL.THROTTLE`: GCRA reading redis-cell's nanosecond states too.
+    Throttle(CellGcra),
+}
+
+/// What a call does with its tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `TOKENS n` (default 1): take `n` if allowed.
+    Take(i64),
+    /// `REFUND n`: give `n` back, never beyond full.
+    Refund(i64),
+}
+
+/// The options every `RL.*` command and `RL.ALL` accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub op: Op,
+    /// `PEEK`: answer as the call would, write nothing.
+    pub peek: bool,
+    /// `BLOCK duration`, in µs.
+    pub block_us: Option<i64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            op: Op::Take(1),
+            peek: false,
+            block_us: None,
+        }
+    }
+}
+
+/// A write planned for one key.
+enum Write {
+    Nothing,
+    /// Replace the string value (of `old_len` bytes, `None` for a new key).
+    String {
+        buf: [u8; BLOCKED_BUF_LEN],
+        len: usize,
+        old_len: Option<usize>,
+        expire_at_ms: i64,
+    },
+    Delete,
+    /// An allowed sliding-log request's update.
+    LogTake {
+        update: LogUpdate,
+        next_member: i64,
+        limit: i64,
+    },
+    /// Block a sliding log until then (µs).
+    LogBlock {
+        until_us: i64,
+    },
+    /// Remove the newest entries of a sliding log.
+    LogRefund {
+        remove_newest: i64,
+        delete: bool,
+        expire_at_us: i64,
+    },
+}
+
+/// One limiter of a call, planned.
+struct Planned<'a> {
+    name: Arg<'a>,
+    key: Key<'a>,
+    decision: Decision,
+    commit: Write,
+    block: Write,
+}
+
+/// What was written to one key, to propagate and announce once every key
+/// is closed.
+enum Effect {
+    Nothing,
+    String {
+        buf: [u8; BLOCKED_BUF_LEN],
+        len: usize,
+        expire_at_ms: i64,
+    },
+    Delete,
+    Zset {
+        removed: Vec<OwnedString>,
+        score: Option<OwnedString>,
+        added: Vec<OwnedString>,
+        expire_at_ms: i64,
+    },
+}
+
+/// Decides one limiter: the whole life of a single command's call (as
+/// [`run`] with one limit, without its allocations).
+pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Decision> {
+    let mut planned = plan(ctx, name, limit, server_now_us(), options)?;
+    let decision = planned.decision;
+    if options.peek {
+        return Ok(decision);
+    }
+    let write = if decision.limited {
+        std::mem::replace(&mut planned.block, Write::Nothing)
+    } else {
+        std::mem::replace(&mut planned.commit, Write::Nothing)
+    };
+    let effect = apply(ctx, &mut planned.key, write)?;
+    drop(planned); // closes the key
+    announce(ctx, name, &effect)?;
+    Ok(decision)
+}
+
+/// Decides every `(key, limit)` at once (the keys are distinct): allowed only
+/// if every limit allows; then every key takes the tokens. Returns the
+/// binding limit's decision and its 0-based position: when limited, the
+/// refusing limit with the longest `retry_after` ("never" counts longest);
+/// otherwise the one with the fewest `remaining` (the first on ties).
+pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<(Decision, usize)> {
+    let now_us = server_now_us();
+    let mut planned = Vec::with_capacity(limits.len());
+    for &(name, limit) in limits {
+        planned.push(plan(ctx, name, &limit, now_us, options)?);
+    }
+    let allowed = planned.iter().all(|p| !p.decision.limited);
+    let (binding, decision) = binding(&planned);
+    if options.peek {
+        return Ok((decision, binding));
+    }
+    let mut effects = Vec::with_capacity(planned.len());
+    for p in &mut planned {
+        let write = if allowed {
+            std::mem::replace(&mut p.commit, Write::Nothing)
+        } else if p.decision.limited {
+            std::mem::replace(&mut p.block, Write::Nothing)
+        } else {
+            Write::Nothing
+        };
+        effects.push(apply(ctx, &mut p.key, write)?);
+    }
+    let names: Vec<Arg> = planned.iter().map(|p| p.name).collect();
+    drop(planned); // closes every key
+    for (name, effect) in names.into_iter().zip(&effects) {
+        announce(ctx, name, effect)?;
+    }
+    Ok((decision, binding))
+}
+
+fn binding(planned: &[Planned]) -> (usize, Decision) {
+    let mut best: Option<(usize, Decision)> = None;
+    for (i, p) in planned.iter().enumerate() {
+        let d = p.decision;
+        let better = match best {
+            None => true,
+            Some((_, b)) => match (d.limited, b.limited) {
+                (true, false) => true,
+                (false, true) => false,
+                // Longest retry; None ("never") is longest.
+                (true, true) => match (d.retry_after_us, b.retry_after_us) {
+                    (None, Some(_)) => true,
+                    (Some(x), Some(y)) => x > y,
+                    _ => false,
+                },
+                (false, false) => d.remaining < b.remaining,
+            },
+        };
+        if better {
+            best = Some((i, d));
+        }
+    }
+    best.unwrap_or((
+        0,
+        Decision {
+            limited: false,
+            limit: 0,
+            remaining: 0,
+            retry_after_us: None,
+            reset_after_us: 0,
+        },
+    ))
+}
+
+fn plan<'a>(
+    ctx: Ctx,
+    name: Arg<'a>,
+    limit: &Limit,
+    now_us: i64,
+    options: &Options,
+) -> Result<Planned<'a>> {
+    let key = Key::open(ctx, name)?;
+    match limit {
+        Limit::Gcra(a) => plan_string(key, name, a, "RL.GCRA", now_us, options),
+        Limit::TokenBucket(a) => plan_string(key, name, a, "RL.TOKENBUCKET", now_us, options),
+        Limit::LeakyBucket(a) => plan_string(key, name, a, "RL.LEAKYBUCKET", now_us, options),
+        Limit::FixedWindow(a) => plan_string(key, name, a, "RL.FIXEDWINDOW", now_us, options),
+        Limit::SlidingWindow(a) => plan_string(key, name, a, "RL.SLIDINGWINDOW", now_us, options),
+        Limit::Throttle(a) => plan_string(key, name, a, "CL.THROTTLE", now_us, options),
+        Limit::SlidingLog(a) => plan_log(ctx, key, name, a, now_us, options),
+    }
+}
+
+/// A string write of `inner` (an algorithm's encoding), behind a block
+/// until `block_until_us` when one is given.
+fn string_write(
+    block_until_us: Option<i64>,
+    inner: &[u8],
+    old_len: Option<usize>,
+    expire_at_us: i64,
+) -> Write {
+    let mut buf = [0u8; BLOCKED_BUF_LEN];
+    let (len, expire_at_us) = match block_until_us {
+        Some(until) => (
+            block::encode(until, inner, &mut buf),
+            expire_at_us.max(until),
+        ),
+        None => {
+            let len = inner.len().min(STATE_BUF_LEN);
+            buf[..len].copy_from_slice(&inner[..len]);
+            (len, expire_at_us)
+        }
+    };
+    Write::String {
+        buf,
+        len,
+        old_len,
+        expire_at_ms: ceil_ms(expire_at_us),
+    }
+}
+
+fn plan_string<'a, A: Algorithm>(
+    key: Key<'a>,
+    name: Arg<'a>,
+    algorithm: &A,
+    command: &'static str,
+    now_us: i64,
+    options: &Options,
+) -> Result<Planned<'a>> {
+    let invalid = Error::InvalidState { command };
+    let stored = key.string()?;
+    let old_len = stored.map(<[u8]>::len);
+    let (blocked_until_us, inner_bytes) = match stored {
+        None => (None, &[][..]),
+        Some(bytes) => block::split(bytes).ok_or(invalid)?,
+    };
+    let state = if stored.is_none() || (blocked_until_us.is_some() && inner_bytes.is_empty()) {
+        None
+    } else {
+        Some(A::decode(inner_bytes).ok_or(invalid)?)
+    };
+    let mut inner = [0u8; STATE_BUF_LEN];
+    let inner_len = inner_bytes.len().min(STATE_BUF_LEN);
+    inner[..inner_len].copy_from_slice(&inner_bytes[..inner_len]);
+    let in_force = blocked_until_us.filter(|&until| until > now_us);
+    let encode = |s: &A::State| {
+        let mut buf = [0u8; STATE_BUF_LEN];
+        let len = A::encode(s, &mut buf);
+        (buf, len)
+    };
+    let (decision, commit, block_write) = match options.op {
+        Op::Take(cost) => {
+            let outcome = algorithm.decide(state, now_us, cost)?;
+            let decision = match in_force {
+                Some(until) => block::blocked_decision(outcome.decision, until, now_us)?,
+                None => outcome.decision,
+            };
+            let commit = match outcome.update {
+                Some(u) if !decision.limited => {
+                    // A block that ended is dropped with this write.
+                    let (buf, len) = encode(&u.state);
+                    string_write(None, &buf[..len], old_len, u.expire_at_us)
+                }
+                _ => Write::Nothing,
+            };
+            let block_write = match options.block_us {
+                Some(block_us) if stored.is_some() => {
+                    match block::extend(&decision, in_force, now_us, block_us)? {
+                        Some(until) => {
+                            let current_us = key
+                                .abs_expire_ms()?
+                                .map_or(0, |ms| ms.saturating_mul(1_000));
+                            string_write(Some(until), &inner[..inner_len], old_len, current_us)
+                        }
+                        None => Write::Nothing,
+                    }
+                }
+                _ => Write::Nothing,
+            };
+            (decision, commit, block_write)
+        }
+        Op::Refund(tokens) => {
+            let refunded = algorithm.refund(state, now_us, tokens)?;
+            let commit = match (refunded.write, in_force) {
+                (RefundWrite::Nothing, _) => Write::Nothing,
+                (RefundWrite::Set(u), keep) => {
+                    let (buf, len) = encode(&u.state);
+                    string_write(keep, &buf[..len], old_len, u.expire_at_us)
+                }
+                (RefundWrite::Delete, None) => Write::Delete,
+                (RefundWrite::Delete, Some(until)) => {
+                    string_write(Some(until), b"", old_len, until)
+                }
+            };
+            (refunded.decision, commit, Write::Nothing)
+        }
+    };
+    Ok(Planned {
+        name,
+        key,
+        decision,
+        commit,
+        block: block_write,
+    })
+}
+
+fn plan_log<'a>(
+    ctx: Ctx,
+    key: Key<'a>,
+    name: Arg<'a>,
+    log: &SlidingLog,
+    now_us: i64,
+    options: &Options,
+) -> Result<Planned<'a>> {
+    let zset = ZsetLog::open(ctx, &key)?;
+    let blocked_until_us = zset.as_ref().and_then(ZsetLog::blocked_until_us);
+    let in_force = blocked_until_us.filter(|&until| until > now_us);
+    let next_member = zset
+        .as_ref()
+        .and_then(ZsetLog::newest_member)
+        .map_or(0, |m| m.wrapping_add(1));
+    let (decision, commit, block_write) = match options.op {
+        Op::Take(cost) => {
+            let outcome = match &zset {
+                Some(z) => log.decide(z, now_us, cost)?,
+                None => log.decide(&[][..], now_us, cost)?,
+            };
+            let decision = match in_force {
+                Some(until) => block::blocked_decision(outcome.decision, until, now_us)?,
+                None => outcome.decision,
+            };
+            let commit = match outcome.update {
+                Some(update) if !decision.limited => Write::LogTake {
+                    update,
+                    next_member,
+                    limit: log.limit(),
+                },
+                _ => Write::Nothing,
+            };
+            let block_write = match options.block_us {
+                Some(block_us) if zset.is_some() => {
+                    match block::extend(&decision, in_force, now_us, block_us)? {
+                        Some(until_us) => Write::LogBlock { until_us },
+                        None => Write::Nothing,
+                    }
+                }
+                _ => Write::Nothing,
+            };
+            (decision, commit, block_write)
+        }
+        Op::Refund(tokens) => {
+            let refunded = match &zset {
+                Some(z) => log.refund(z, now_us, tokens)?,
+                None => log.refund(&[][..], now_us, tokens)?,
+            };
+            let commit = if refunded.remove_newest <= 0 {
+                Write::Nothing
+            } else {
+                Write::LogRefund {
+                    remove_newest: refunded.remove_newest,
+                    // A block in force keeps the key.
+                    delete: refunded.delete && in_force.is_none(),
+                    expire_at_us: in_force.map_or(refunded.expire_at_us, |until| {
+                        until.max(refunded.expire_at_us)
+                    }),
+                }
+            };
+            (refunded.decision, commit, Write::Nothing)
+        }
+    };
+    Ok(Planned {
+        name,
+        key,
+        decision,
+        commit,
+        block: block_write,
+    })
+}
+
+/// Applies `write` to the open `key`; what to propagate and announce.
+fn apply(ctx: Ctx, key: &mut Key, write: Write) -> Result<Effect> {
+    Ok(match write {
+        Write::Nothing => Effect::Nothing,
+        Write::String {
+            buf,
+            len,
+            old_len,
+            expire_at_ms,
+        } => {
+            key.write_string(old_len, &buf[..len], expire_at_ms)?;
+            Effect::String {
+                buf,
+                len,
+                expire_at_ms,
+            }
+        }
+        Write::Delete => {
+            key.delete()?;
+            Effect::Delete
+        }
+        Write::LogTake {
+            update,
+            next_member,
+            limit,
+        } => {
+            let w = log_glue::write(ctx, key, &update, next_member, limit)?;
+            Effect::Zset {
+                removed: w.removed,
+                score: Some(w.score),
+                added: w.added,
+                expire_at_ms: w.expire_at_ms,
+            }
+        }
+        Write::LogBlock { until_us } => {
+            let (score, member, expire_at_ms) = log_glue::block(ctx, key, until_us)?;
+            Effect::Zset {
+                removed: Vec::new(),
+                score: Some(score),
+                added: vec![member],
+                expire_at_ms,
+            }
+        }
+        Write::LogRefund {
+            remove_newest,
+            delete,
+            expire_at_us,
+        } => {
+            if delete {
+                key.delete()?;
+                Effect::Delete
+            } else {
+                let removed = log_glue::remove_newest(key, remove_newest)?;
+                let expire_at_ms = ceil_ms(expire_at_us);
+                key.set_abs_expire(expire_at_ms)?;
+                Effect::Zset {
+                    removed,
+                    score: None,
+                    added: Vec::new(),
+                    expire_at_ms,
+                }
+            }
+        }
+    })
+}
+
+/// Propagates `effect` and raises its keyspace events (the key is closed).
+fn announce(ctx: Ctx, name: Arg, effect: &Effect) -> Result<()> {
+    if matches!(effect, Effect::Nothing) {
+        return Ok(());
+    }
+    let propagating = propagate::effects_needed(ctx);
+    match effect {
+        Effect::Nothing => {}
+        Effect::String {
+            buf,
+            len,
+            expire_at_ms,
+        } => {
+            if propagating {
+                effects::replicate_set_pxat(ctx, name, &buf[..*len], *expire_at_ms)?;
+            }
+        }
+        Effect::Delete => {
+            if propagating {
+                effects::replicate_del(ctx, name)?;
+            }
+        }
+        Effect::Zset {
+            removed,
+            score,
+            added,
+            expire_at_ms,
+        } => {
+            if propagating {
+                if !removed.is_empty() {
+                    effects::replicate_zrem(ctx, name, removed)?;
+                }
+                if let (Some(score), false) = (score, added.is_empty()) {
+                    effects::replicate_zadd(ctx, name, score, added)?;
+                }
+                effects::replicate_pexpireat(ctx, name, *expire_at_ms)?;
+            }
+        }
+    }
+    if !propagating {
+        effects::count_dirty(ctx);
+    }
+    // The module signals modified keys itself, only when it writes (see
+    // `command::load`): a limited call leaves WATCH alone.
+    effects::signal_modified(ctx, name)?;
+    match effect {
+        Effect::Nothing => {}
+        Effect::String { .. } => {
+            effects::notify(ctx, EventClass::String, c"set", name)?;
+            effects::notify(ctx, EventClass::Generic, c"expire", name)?;
+        }
+        Effect::Delete => effects::notify(ctx, EventClass::Generic, c"del", name)?,
+        Effect::Zset { removed, added, .. } => {
+            if !removed.is_empty() {
+                effects::notify(ctx, EventClass::SortedSet, c"zrem", name)?;
+            }
+            if !added.is_empty() {
+                effects::notify(ctx, EventClass::SortedSet, c"zadd", name)?;
+            }
+            effects::notify(ctx, EventClass::Generic, c"expire", name)?;
+        }
+    }
+    Ok(())
+}
