@@ -113,11 +113,10 @@ struct Planned<'a> {
 
 /// What was written to one key, to propagate and announce once every key
 /// is closed.
-enum Effect {
+enum Effect<'w> {
     Nothing,
     String {
-        buf: [u8; BLOCKED_BUF_LEN],
-        len: usize,
+        value: &'w [u8],
         expire_at_ms: i64,
     },
     Delete,
@@ -132,18 +131,19 @@ enum Effect {
 /// Decides one limiter: the whole life of a single command's call (as
 /// [`run`] with one limit, without its allocations).
 pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Decision> {
-    let mut planned = plan(ctx, name, limit, server_now_us(), options)?;
-    let decision = planned.decision;
+    let Planned {
+        mut key,
+        decision,
+        commit,
+        block,
+        ..
+    } = plan(ctx, name, limit, server_now_us(), options)?;
     if options.peek {
         return Ok(decision);
     }
-    let write = if decision.limited {
-        std::mem::replace(&mut planned.block, Write::Nothing)
-    } else {
-        std::mem::replace(&mut planned.commit, Write::Nothing)
-    };
-    let effect = apply(ctx, &mut planned.key, write)?;
-    drop(planned); // closes the key
+    let write = if decision.limited { &block } else { &commit };
+    let effect = apply(ctx, &mut key, write)?;
+    drop(key); // closes it
     announce(ctx, name, &effect)?;
     Ok(decision)
 }
@@ -164,21 +164,26 @@ pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<(Deci
     if options.peek {
         return Ok((decision, binding));
     }
-    let mut effects = Vec::with_capacity(planned.len());
-    for p in &mut planned {
+    let mut keys = Vec::with_capacity(planned.len());
+    let mut writes = Vec::with_capacity(planned.len());
+    for p in planned {
         let write = if allowed {
-            std::mem::replace(&mut p.commit, Write::Nothing)
+            p.commit
         } else if p.decision.limited {
-            std::mem::replace(&mut p.block, Write::Nothing)
+            p.block
         } else {
             Write::Nothing
         };
-        effects.push(apply(ctx, &mut p.key, write)?);
+        keys.push(p.key);
+        writes.push((p.name, write));
     }
-    let names: Vec<Arg> = planned.iter().map(|p| p.name).collect();
-    drop(planned); // closes every key
-    for (name, effect) in names.into_iter().zip(&effects) {
-        announce(ctx, name, effect)?;
+    let mut effects = Vec::with_capacity(writes.len());
+    for (key, (_, write)) in keys.iter_mut().zip(&writes) {
+        effects.push(apply(ctx, key, write)?);
+    }
+    drop(keys); // closes every key
+    for ((name, _), effect) in writes.iter().zip(&effects) {
+        announce(ctx, *name, effect)?;
     }
     Ok((decision, binding))
 }
@@ -284,9 +289,6 @@ fn plan_string<'a, A: Algorithm>(
     } else {
         Some(A::decode(inner_bytes).ok_or(invalid)?)
     };
-    let mut inner = [0u8; STATE_BUF_LEN];
-    let inner_len = inner_bytes.len().min(STATE_BUF_LEN);
-    inner[..inner_len].copy_from_slice(&inner_bytes[..inner_len]);
     let in_force = blocked_until_us.filter(|&until| until > now_us);
     let encode = |s: &A::State| {
         let mut buf = [0u8; STATE_BUF_LEN];
@@ -315,7 +317,7 @@ fn plan_string<'a, A: Algorithm>(
                             let current_us = key
                                 .abs_expire_ms()?
                                 .map_or(0, |ms| ms.saturating_mul(1_000));
-                            string_write(Some(until), &inner[..inner_len], old_len, current_us)
+                            string_write(Some(until), inner_bytes, old_len, current_us)
                         }
                         None => Write::Nothing,
                     }
@@ -423,19 +425,19 @@ fn plan_log<'a>(
 }
 
 /// Applies `write` to the open `key`; what to propagate and announce.
-fn apply(ctx: Ctx, key: &mut Key, write: Write) -> Result<Effect> {
-    Ok(match write {
+fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Effect<'w>> {
+    Ok(match *write {
         Write::Nothing => Effect::Nothing,
         Write::String {
-            buf,
+            ref buf,
             len,
             old_len,
             expire_at_ms,
         } => {
-            key.write_string(old_len, &buf[..len], expire_at_ms)?;
+            let value = &buf[..len];
+            key.write_string(old_len, value, expire_at_ms)?;
             Effect::String {
-                buf,
-                len,
+                value,
                 expire_at_ms,
             }
         }
@@ -489,7 +491,7 @@ fn apply(ctx: Ctx, key: &mut Key, write: Write) -> Result<Effect> {
 }
 
 /// Propagates `effect` and raises its keyspace events (the key is closed).
-fn announce(ctx: Ctx, name: Arg, effect: &Effect) -> Result<()> {
+fn announce(ctx: Ctx, name: Arg, effect: &Effect<'_>) -> Result<()> {
     if matches!(effect, Effect::Nothing) {
         return Ok(());
     }
@@ -497,12 +499,11 @@ fn announce(ctx: Ctx, name: Arg, effect: &Effect) -> Result<()> {
     match effect {
         Effect::Nothing => {}
         Effect::String {
-            buf,
-            len,
+            value,
             expire_at_ms,
         } => {
             if propagating {
-                effects::replicate_set_pxat(ctx, name, &buf[..*len], *expire_at_ms)?;
+                effects::replicate_set_pxat(ctx, name, value, *expire_at_ms)?;
             }
         }
         Effect::Delete => {
