@@ -14,7 +14,7 @@ DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build build-debug run test test-release test-long test-unit test-integration \
-	test-examples test-packages compat lint fmt bench dist deb clean
+	test-examples test-packages test-memcheck compat lint fmt bench dist deb clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -81,6 +81,10 @@ compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0 
 	done; \
 	if [ $${#failed[@]} -gt 0 ]; then echo "compat: failed on: $${failed[*]}"; exit 1; fi; \
 	echo "compat: all servers passed"
+
+test-memcheck: build-debug ## The fuzz test (reduced) against Redis 7.0 (MALLOC=libc) under valgrind memcheck: 0 errors
+	@scripts/setup.sh memcheck
+	scripts/memcheck.sh $(CURDIR)/$(MODULE_DEBUG)
 
 lint: setup ## cargo fmt --check and cargo clippy -D warnings
 	$(CARGO) fmt --all -- --check

@@ -7,6 +7,11 @@
 #   build/servers/redis-8.0/redis-server    Redis 8.0 built from Debian trixie's `redis`
 #                                           source package (orig tarball, vendored deps)
 #
+# `scripts/servers.sh memcheck` prepares only
+#   build/servers/redis-7.0-libc/redis-server  Redis 7.0 from Debian bookworm's `redis`
+#                                           source package, built with MALLOC=libc so that
+#                                           valgrind memcheck sees every allocation
+#
 # The Debian mirror is read from this machine's own apt configuration (set
 # DEBIAN_MIRROR to override it); apt runs with a private configuration under
 # build/apt/ (own sources list, lists, cache) and the system's archive keyring.
@@ -83,6 +88,7 @@ setup_apt() {
 # Written by scripts/servers.sh; used only with its private apt options.
 deb [arch=$arch signed-by=$keyring] $mirror bookworm-backports main
 deb-src [signed-by=$keyring] $mirror trixie main
+deb-src [signed-by=$keyring] $mirror bookworm main
 EOF
   apt_opts=(
     -o "Dir::Etc::SourceList=$aptdir/sources.list"
@@ -239,7 +245,68 @@ $(tail -n 30 "$servers/downloads/redis-build.log")"
   log "redis 8.0 built in $((SECONDS - t1)) s"
 }
 
+# ---------------------------------------------------------------- Redis 7.0, libc malloc
+libc_dir="$servers/redis-7.0-libc"
+libc_bin="$libc_dir/redis-server"
+
+# Redis's own valgrind suppressions (src/valgrind.sup: lzf_compress reads
+# uninitialised memory by design), from the source tarball.
+libc_suppressions() {
+  local orig
+  [ -f "$libc_dir/valgrind.sup" ] && return 0
+  orig="$(find "$servers/downloads/redis-7.0-src" -maxdepth 1 -name 'redis_7.0*.orig.tar.*' ! -name '*.asc' 2>/dev/null | head -n 1)"
+  [ -n "$orig" ] || die "no Redis 7.0 source tarball for valgrind.sup"
+  tar -xOf "$orig" --wildcards '*/src/valgrind.sup' >"$libc_dir/valgrind.sup" ||
+    die "no src/valgrind.sup in $(basename "$orig")"
+}
+
+prepare_redis_libc() {
+  if has_version "$libc_bin" 7.0; then
+    log "redis 7.0 (libc malloc) already prepared"
+    libc_suppressions
+    return
+  fi
+  local need=() src orig tree t0
+  command -v cc >/dev/null 2>&1 || need+=(build-essential)
+  command -v make >/dev/null 2>&1 || need+=(make)
+  command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+  install_system "${need[@]}"
+  t0=$SECONDS
+  src="$servers/downloads/redis-7.0-src"
+  mkdir -p "$src"
+  orig="$(find "$src" -maxdepth 1 -name 'redis_7.0*.orig.tar.*' ! -name '*.asc' | head -n 1)"
+  if [ -z "$orig" ]; then
+    setup_apt
+    log "downloading the source package redis from bookworm"
+    (cd "$src" && apt-get "${apt_opts[@]}" -qq source --download-only redis/bookworm </dev/null) ||
+      die "apt-get source --download-only redis/bookworm failed"
+    orig="$(find "$src" -maxdepth 1 -name 'redis_7.0*.orig.tar.*' ! -name '*.asc' | head -n 1)"
+    [ -n "$orig" ] || die "bookworm's redis source package has no 7.0 orig tarball: $(ls "$src")"
+  fi
+  tree="$servers/downloads/redis-7.0-build"
+  rm -rf "$tree"
+  mkdir -p "$tree"
+  tar -xf "$orig" -C "$tree" --strip-components=1
+  log "building redis-server 7.0 (make -j$jobs MALLOC=libc BUILD_TLS=no), about 2 min"
+  GIT_CEILING_DIRECTORIES="$servers/downloads" make -C "$tree" -j"$jobs" MALLOC=libc BUILD_TLS=no \
+    >"$servers/downloads/redis-7.0-build.log" 2>&1 ||
+    die "the Redis 7.0 build failed; last lines of $servers/downloads/redis-7.0-build.log:
+$(tail -n 30 "$servers/downloads/redis-7.0-build.log")"
+  mkdir -p "$libc_dir"
+  cp "$tree/src/redis-server" "$libc_bin.tmp"
+  mv "$libc_bin.tmp" "$libc_bin"
+  rm -rf "$tree"
+  has_version "$libc_bin" 7.0 || die "$libc_bin --version does not report 7.0"
+  libc_suppressions
+  log "redis 7.0 (libc malloc) built in $((SECONDS - t0)) s"
+}
+
 mkdir -p "$servers"
+if [ "${1:-}" = memcheck ]; then
+  prepare_redis_libc
+  echo "$libc_bin"
+  exit 0
+fi
 prepare_valkey
 prepare_redis
 echo "$valkey_bin"

@@ -8,6 +8,7 @@
 #
 #   core      (default) the build and `make test`: libclang for bindgen, redis-server, redis-cli
 #   examples  `make test-examples`: Python 3 with redis-py, Node.js with npm
+#   memcheck  `make test-memcheck`: valgrind
 #   packages  `make deb` / `make dist`: dpkg-deb, sha256sum, tar (coreutils and dpkg: always there
 #             on Debian, checked anyway)
 #
@@ -75,6 +76,10 @@ check_examples() {
   command -v npm >/dev/null 2>&1 || need npm "examples/node installs ioredis from the npm registry"
 }
 
+check_memcheck() {
+  command -v valgrind >/dev/null 2>&1 || need valgrind "make test-memcheck runs redis-server under valgrind memcheck"
+}
+
 check_packages() {
   command -v dpkg-deb >/dev/null 2>&1 || need dpkg "make deb builds the package with dpkg-deb"
   command -v sha256sum >/dev/null 2>&1 || need coreutils "make dist writes SHA256SUMS"
@@ -103,8 +108,9 @@ for g in "${groups[@]}"; do
     core) check_cargo; check_core ;;
     examples) check_examples ;;
     packages) check_packages ;;
-    all) check_cargo; check_core; check_examples; check_packages ;;
-    *) die "unknown group '$g' (known: core, examples, packages, all)" ;;
+    memcheck) check_memcheck ;;
+    all) check_cargo; check_core; check_examples; check_packages; check_memcheck ;;
+    *) die "unknown group '$g' (known: core, examples, packages, memcheck, all)" ;;
   esac
 done
 

@@ -603,7 +603,7 @@ fn short(v: &Value) -> String {
 fn fuzz(seed: u64, batches: usize, calls_per_batch: usize) {
     let mut server = Server::start();
     let mut con = server.connect();
-    let timeout = Some(Duration::from_secs(30));
+    let timeout = Some(Duration::from_secs(300));
     con.set_read_timeout(timeout).unwrap();
     con.set_write_timeout(timeout).unwrap();
     // DUMP and PEXPIRETIME of a key at one instant: a script runs with the
@@ -708,9 +708,18 @@ fn seed() -> u64 {
         .unwrap_or(0x5EED_0006)
 }
 
+/// Batches of 1,000 calls: 100 unless `FUZZ_BATCHES` says otherwise
+/// (`make test-memcheck` runs fewer under valgrind).
+fn batches() -> usize {
+    std::env::var("FUZZ_BATCHES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100)
+}
+
 #[test]
 fn a_hundred_thousand_random_calls_never_hurt_the_server() {
-    fuzz(seed(), 100, 1_000);
+    fuzz(seed(), batches(), 1_000);
 }
 
 #[test]

@@ -31,6 +31,16 @@ pub fn server_binary() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
 }
 
+/// How long a server may take to start: 10 s, or `RATELIMIT_TEST_STARTUP_SECS`
+/// (valgrind needs longer).
+fn startup_timeout() -> Duration {
+    let secs = std::env::var("RATELIMIT_TEST_STARTUP_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    Duration::from_secs(secs)
+}
+
 /// A free loopback port ≤ 55535 (so that a cluster bus at port + 10000 fits).
 pub fn free_port() -> u16 {
     loop {
@@ -99,7 +109,7 @@ impl Server {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("start redis-server (is it installed? set REDIS_SERVER)");
-            if wait_ready(&mut child, port, Duration::from_secs(10)) {
+            if wait_ready(&mut child, port, startup_timeout()) {
                 return Server { child, port, dir };
             }
             // The port was taken in the meantime, or the server failed.
