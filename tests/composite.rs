@@ -405,7 +405,6 @@ fn twenty_connections_never_exceed_either_limit() {
 }
 
 #[test]
-#[ignore = "until REFUND lands"]
 fn a_replica_and_an_aof_restart_hold_the_same_bytes_after_all_refund_and_block() {
     let master = Server::start_with(&["--save", "", "--appendonly", "yes"]);
     let replica = Server::start_with(&["--save", "", "--appendonly", "no"]);
@@ -502,4 +501,57 @@ fn a_replica_and_an_aof_restart_hold_the_same_bytes_after_all_refund_and_block()
         on_master,
         "the AOF restart differs"
     );
+}
+
+#[test]
+fn refund_gives_tokens_back_and_a_full_limiter_loses_its_key() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for (i, cmd) in ONE_PER_100MS.iter().enumerate() {
+        // Limit 1 everywhere: take it, give it back, take it again at once.
+        let key = format!("refund{i}");
+        assert_eq!(run(&mut con, &with(cmd, &key, &[]))[0], 0, "{cmd:?}");
+        assert_eq!(run(&mut con, &with(cmd, &key, &[]))[0], 1, "{cmd:?}");
+        let r = run(&mut con, &with(cmd, &key, &["REFUND", "1"]));
+        assert_eq!((r[0], r[2], r[3]), (0, 1, -1), "{cmd:?}: {r:?}");
+        assert!(
+            dump(&mut con, &key).is_none(),
+            "{cmd:?}: a full limiter kept its key"
+        );
+        assert_eq!(
+            run(&mut con, &with(cmd, &key, &[]))[0],
+            0,
+            "{cmd:?}: the refund did not take"
+        );
+        // A missing key: nothing changes, nothing is created.
+        let missing = format!("missing{i}");
+        let r = run(&mut con, &with(cmd, &missing, &["REFUND", "5"]));
+        assert_eq!((r[0], r[2]), (0, 1), "{cmd:?}");
+        assert!(
+            dump(&mut con, &missing).is_none(),
+            "{cmd:?}: REFUND created the key"
+        );
+    }
+    // Never beyond full: 5 taken, 9 given back reads 10 remaining of 10.
+    ints(
+        &mut con,
+        &["RL.TOKENBUCKET", "tb", "10", "1", "60", "TOKENS", "5"],
+    );
+    let r = ints(
+        &mut con,
+        &["RL.TOKENBUCKET", "tb", "10", "1", "60", "REFUND", "9"],
+    );
+    assert_eq!(r, [0, 10, 10, -1, 0]);
+    // A refund keeps a block in force.
+    ints(&mut con, &["RL.FIXEDWINDOW", "b", "1", "600"]);
+    ints(
+        &mut con,
+        &["RL.FIXEDWINDOW", "b", "1", "600", "BLOCK", "600"],
+    );
+    ints(
+        &mut con,
+        &["RL.FIXEDWINDOW", "b", "1", "600", "REFUND", "1"],
+    );
+    let r = ints(&mut con, &["RL.FIXEDWINDOW", "b", "1", "600"]);
+    assert_eq!(r[0], 1, "the refund lifted the block: {r:?}");
 }

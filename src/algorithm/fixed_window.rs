@@ -21,8 +21,8 @@
 //! more than `limit` per window.
 
 use super::{
-    check_limit_and_window, parse_decimal, sub, window_start, write_decimal, Algorithm, Decision,
-    Outcome, Update, STATE_BUF_LEN,
+    check_limit_and_window, parse_decimal, refunded, sub, window_start, write_decimal, Algorithm,
+    Decision, Outcome, RefundWrite, Refunded, Update, STATE_BUF_LEN,
 };
 use crate::error::{Error, Result};
 
@@ -125,6 +125,38 @@ impl Algorithm for FixedWindow {
             }),
         })
     }
+    /// The counted window's count drops by `tokens`, not below 0 (the key is
+    /// deleted then). A stored window that is over counts nothing.
+    fn refund(
+        &self,
+        state: Option<WindowCount>,
+        now_us: i64,
+        tokens: i64,
+    ) -> Result<Refunded<WindowCount>> {
+        let Some(s) = state else {
+            return refunded(self, None, now_us, RefundWrite::Nothing);
+        };
+        let current_start_us = window_start(now_us, self.window_us)?;
+        let counted = s.window_start_us > now_us || s.window_start_us == current_start_us;
+        let count = if counted { s.count } else { 0 };
+        let new_count = count.saturating_sub(tokens.max(0)).max(0);
+        if new_count == 0 {
+            return refunded(self, None, now_us, RefundWrite::Delete);
+        }
+        let new_state = WindowCount {
+            window_start_us: s.window_start_us,
+            count: new_count,
+        };
+        let expire_at_us = s
+            .window_start_us
+            .checked_add(self.window_us)
+            .ok_or(Error::Overflow)?;
+        let write = RefundWrite::Set(Update {
+            state: new_state,
+            expire_at_us,
+        });
+        refunded(self, Some(new_state), now_us, write)
+    }
 }
 
 #[cfg(test)]
@@ -132,6 +164,46 @@ mod tests {
     use super::*;
 
     use crate::algorithm::table::{run, MS, S, T0};
+
+    #[test]
+    fn a_refund_lowers_the_current_windows_count() {
+        let fw = FixedWindow::new(5, S).unwrap();
+        let s = WindowCount {
+            window_start_us: T0,
+            count: 4,
+        };
+        let r = fw.refund(Some(s), T0 + 200 * MS, 3).unwrap();
+        let back = WindowCount {
+            window_start_us: T0,
+            count: 1,
+        };
+        assert_eq!(
+            r.write,
+            RefundWrite::Set(Update {
+                state: back,
+                expire_at_us: T0 + S
+            })
+        );
+        assert_eq!(
+            (
+                r.decision.limited,
+                r.decision.remaining,
+                r.decision.retry_after_us,
+                r.decision.reset_after_us
+            ),
+            (false, 4, None, 800 * MS)
+        );
+        assert_eq!(
+            fw.refund(Some(s), T0, 9).unwrap().write,
+            RefundWrite::Delete
+        );
+        // A window that is over has nothing to give back.
+        assert_eq!(
+            fw.refund(Some(s), T0 + S, 1).unwrap().write,
+            RefundWrite::Delete
+        );
+        assert_eq!(fw.refund(None, T0, 1).unwrap().write, RefundWrite::Nothing);
+    }
 
     #[test]
     fn admits_the_edge_burst_of_two_windows() {

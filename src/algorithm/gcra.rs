@@ -20,7 +20,10 @@
 //!
 //! The stored value is the TAT as a decimal integer of µs since the Unix epoch.
 
-use super::{parse_decimal, write_decimal, Algorithm, Decision, Outcome, Update, STATE_BUF_LEN};
+use super::{
+    parse_decimal, refunded, write_decimal, Algorithm, Decision, Outcome, RefundWrite, Refunded,
+    Update, STATE_BUF_LEN,
+};
 use crate::error::{Error, Result};
 
 /// GCRA parameters, validated. Build with [`Gcra::new`].
@@ -178,6 +181,24 @@ impl Algorithm for Gcra {
             }),
         })
     }
+
+    /// Moves the TAT `tokens`·T earlier, not before now; a TAT at or before
+    /// now is a full limiter: the key is deleted.
+    fn refund(&self, tat_us: Option<i64>, now_us: i64, tokens: i64) -> Result<Refunded<i64>> {
+        let Some(tat_us) = tat_us else {
+            return refunded(self, None, now_us, RefundWrite::Nothing);
+        };
+        let back_us = self.emission_interval_us.saturating_mul(tokens.max(0));
+        let new_tat_us = tat_us.saturating_sub(back_us).max(now_us);
+        if new_tat_us <= now_us {
+            return refunded(self, None, now_us, RefundWrite::Delete);
+        }
+        let write = RefundWrite::Set(Update {
+            state: new_tat_us,
+            expire_at_us: new_tat_us,
+        });
+        refunded(self, Some(new_tat_us), now_us, write)
+    }
 }
 
 #[cfg(test)]
@@ -185,6 +206,44 @@ mod tests {
     use super::*;
 
     use crate::algorithm::table::{run, MS, S, T0};
+
+    #[test]
+    fn a_refund_moves_the_tat_back_never_before_now() {
+        // max_burst 4, 10 per second: T = 100 ms.
+        let gcra = Gcra::new(4, 10, S).unwrap();
+        let tat = T0 + 300 * MS; // three tokens taken at T0
+        let r = gcra.refund(Some(tat), T0, 2).unwrap();
+        assert_eq!(
+            r.write,
+            RefundWrite::Set(Update {
+                state: T0 + 100 * MS,
+                expire_at_us: T0 + 100 * MS
+            })
+        );
+        assert_eq!(
+            (
+                r.decision.limited,
+                r.decision.remaining,
+                r.decision.retry_after_us
+            ),
+            (false, 4, None)
+        );
+        assert_eq!(r.decision.reset_after_us, 100 * MS);
+        // Giving back more than was taken stops at full: the key goes.
+        let r = gcra.refund(Some(tat), T0, 9).unwrap();
+        assert_eq!(r.write, RefundWrite::Delete);
+        assert_eq!((r.decision.remaining, r.decision.reset_after_us), (5, 0));
+        // A missing key changes nothing and reads full.
+        let r = gcra.refund(None, T0, 1).unwrap();
+        assert_eq!((r.write, r.decision.remaining), (RefundWrite::Nothing, 5));
+        // Taking back what was refunded gives the same answer as before.
+        let before = gcra.decide(Some(tat), T0, 1).unwrap();
+        let RefundWrite::Set(u) = gcra.refund(Some(tat), T0, 1).unwrap().write else {
+            panic!("expected a write")
+        };
+        let again = gcra.decide(Some(u.state), T0, 1).unwrap();
+        assert_eq!(again.decision.remaining, before.decision.remaining + 1);
+    }
 
     #[test]
     fn burst_of_five_then_limited_then_refilled() {

@@ -19,7 +19,7 @@
 //! the queue was empty).
 
 use super::token_bucket::{FullAt, TokenBucket};
-use super::{Algorithm, Outcome, STATE_BUF_LEN};
+use super::{Algorithm, Outcome, Refunded, STATE_BUF_LEN};
 use crate::error::Result;
 
 /// Leaky bucket parameters, validated. Build with [`LeakyBucket::new`].
@@ -78,6 +78,12 @@ impl Algorithm for LeakyBucket {
         }
         Ok(outcome)
     }
+
+    /// `tokens` fewer queued, not below empty (the key is deleted then): the
+    /// queue's level is the bucket's deficit.
+    fn refund(&self, state: Option<FullAt>, now_us: i64, tokens: i64) -> Result<Refunded<FullAt>> {
+        self.queue.refund(state, now_us, tokens)
+    }
 }
 
 #[cfg(test)]
@@ -85,6 +91,27 @@ mod tests {
     use super::*;
 
     use crate::algorithm::table::{run, MS, S};
+
+    #[test]
+    fn a_refund_takes_tokens_out_of_the_queue() {
+        use crate::algorithm::RefundWrite;
+        let lb = LeakyBucket::new(3, 10, S).unwrap();
+        let queued = lb.decide(None, 0, 3).unwrap().update.unwrap().state;
+        let r = lb.refund(Some(queued), 0, 2).unwrap();
+        assert_eq!(
+            (
+                r.decision.limited,
+                r.decision.remaining,
+                r.decision.retry_after_us
+            ),
+            (false, 2, None)
+        );
+        assert_eq!(r.decision.reset_after_us, 100 * MS);
+        assert_eq!(
+            lb.refund(Some(queued), 0, 3).unwrap().write,
+            RefundWrite::Delete
+        );
+    }
 
     #[test]
     fn accepted_requests_are_delayed_to_a_steady_rate() {

@@ -23,6 +23,8 @@ pub mod token_bucket;
 #[cfg(test)]
 mod properties;
 #[cfg(test)]
+mod refund_properties;
+#[cfg(test)]
 mod strategies;
 #[cfg(test)]
 pub(crate) mod table;
@@ -112,17 +114,32 @@ pub trait Algorithm {
         cost: i64,
     ) -> Result<Outcome<Self::State>>;
 
-    /// Gives `tokens` (≥ 1) back at `now_us`, never beyond full.
+    /// Gives `tokens` (≥ 1) back at `now_us`, never beyond full: the
+    /// limiter after the refund (`limited` false, `retry_after_us` None) and
+    /// what to write. A missing key changes nothing; a limiter that becomes
+    /// full is deleted.
+    ///
+    /// Errors: [`Error::Overflow`] at the clock's extremes.
     fn refund(
         &self,
-        _state: Option<Self::State>,
-        _now_us: i64,
-        _tokens: i64,
-    ) -> Result<Refunded<Self::State>> {
-        Err(Error::Internal {
-            what: "REFUND is not implemented yet",
-        })
-    }
+        state: Option<Self::State>,
+        now_us: i64,
+        tokens: i64,
+    ) -> Result<Refunded<Self::State>>;
+}
+
+/// A refund's answer: the limiter as `algorithm` reads `state` at `now_us`
+/// (what a zero-cost request would report), and `write`.
+pub(crate) fn refunded<A: Algorithm>(
+    algorithm: &A,
+    state: Option<A::State>,
+    now_us: i64,
+    write: RefundWrite<A::State>,
+) -> Result<Refunded<A::State>> {
+    let mut decision = algorithm.decide(state, now_us, 0)?.decision;
+    decision.limited = false;
+    decision.retry_after_us = None;
+    Ok(Refunded { decision, write })
 }
 
 /// Parses a non-negative decimal integer made only of ASCII digits that fits

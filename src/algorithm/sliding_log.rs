@@ -120,15 +120,57 @@ impl SlidingLog {
         Ok(Self { limit, window_us })
     }
 
-    /// Gives `tokens` back (temporary: replaced by the real refund).
+    /// Gives `tokens` back at `now_us`: the `tokens` newest entries inside
+    /// the window go (at most `limit + 1`, which bounds the work); none left
+    /// inside the window means a full limiter (the key is deleted). The
+    /// reply is the log after the refund, `limited` false.
+    ///
+    /// Errors: those of `log`; [`Error::Overflow`] at the clock's extremes.
+    ///
+    /// ```
+    /// use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+    /// let sl = SlidingLog::new(3, 1_000_000).unwrap();
+    /// let log: &[i64] = &[100_000, 200_000, 300_000];
+    /// let r = sl.refund(log, 500_000, 1).unwrap();
+    /// assert_eq!((r.remove_newest, r.delete, r.expire_at_us), (1, false, 1_200_000));
+    /// assert_eq!(r.decision.remaining, 1);
+    /// ```
     pub fn refund<L: TimestampLog + ?Sized>(
         &self,
-        _log: &L,
-        _now_us: i64,
-        _tokens: i64,
+        log: &L,
+        now_us: i64,
+        tokens: i64,
     ) -> Result<LogRefund> {
-        Err(Error::Internal {
-            what: "REFUND is not implemented yet",
+        let newest = log.newest_us()?;
+        let t = newest.map_or(now_us, |n| n.max(now_us));
+        let cutoff = sub(t, self.window_us)?;
+        let live = log.count_after(cutoff, self.limit.saturating_add(1))?;
+        let remove_newest = tokens.max(0).min(live);
+        let left = live - remove_newest;
+        let newest_left = if left > 0 {
+            log.nth_newest(remove_newest)?
+        } else {
+            None
+        };
+        let expire_at_us = match newest_left {
+            Some(ts) => ts.checked_add(self.window_us).ok_or(Error::Overflow)?,
+            None => now_us,
+        };
+        Ok(LogRefund {
+            decision: Decision {
+                limited: false,
+                limit: self.limit,
+                remaining: (self.limit - left).max(0),
+                retry_after_us: None,
+                reset_after_us: if newest_left.is_some() {
+                    sub(expire_at_us, now_us)?.max(0)
+                } else {
+                    0
+                },
+            },
+            remove_newest,
+            delete: left == 0 && remove_newest > 0,
+            expire_at_us,
         })
     }
 
@@ -352,6 +394,41 @@ mod tests {
             .unwrap()
             .decision;
         assert!(d.limited, "a read is refused too while over the limit");
+    }
+
+    #[test]
+    fn a_refund_removes_the_newest_entries_inside_the_window() {
+        let sl = SlidingLog::new(4, S).unwrap();
+        // One stale entry, three live ones.
+        let log = [T0 - 2 * S, T0 + 100 * MS, T0 + 200 * MS, T0 + 300 * MS];
+        let r = sl.refund(&log[..], T0 + 500 * MS, 2).unwrap();
+        assert_eq!(
+            (r.remove_newest, r.delete, r.expire_at_us),
+            (2, false, T0 + 1_100 * MS)
+        );
+        assert_eq!(
+            (
+                r.decision.limited,
+                r.decision.remaining,
+                r.decision.retry_after_us,
+                r.decision.reset_after_us
+            ),
+            (false, 3, None, 600 * MS)
+        );
+        // More than is inside the window: all of it goes, with the key.
+        let r = sl.refund(&log[..], T0 + 500 * MS, 9).unwrap();
+        assert_eq!(
+            (r.remove_newest, r.delete, r.decision.remaining),
+            (3, true, 4)
+        );
+        // Nothing inside the window (or no key): nothing changes.
+        let r = sl.refund(&log[..], T0 + 2 * S, 1).unwrap();
+        assert_eq!((r.remove_newest, r.delete), (0, false));
+        let r = sl.refund(&[][..], T0, 1).unwrap();
+        assert_eq!(
+            (r.remove_newest, r.delete, r.decision.remaining),
+            (0, false, 4)
+        );
     }
 
     #[test]

@@ -30,8 +30,8 @@
 //! taken as current from its start (the most conservative reading).
 
 use super::{
-    check_limit_and_window, parse_decimal, sub, to_i64, window_start, write_decimal, Algorithm,
-    Decision, Outcome, Update, STATE_BUF_LEN,
+    check_limit_and_window, parse_decimal, refunded, sub, to_i64, window_start, write_decimal,
+    Algorithm, Decision, Outcome, RefundWrite, Refunded, Update, STATE_BUF_LEN,
 };
 use crate::error::{Error, Result};
 
@@ -194,6 +194,46 @@ impl Algorithm for SlidingWindow {
                 .ok_or(Error::Overflow)?,
         ))
     }
+    /// The current window's count drops by `tokens`, not below 0; with both
+    /// counts at 0 the limiter is full (the key is deleted).
+    fn refund(
+        &self,
+        state: Option<WindowCounts>,
+        now_us: i64,
+        tokens: i64,
+    ) -> Result<Refunded<WindowCounts>> {
+        let Some(s) = state else {
+            return refunded(self, None, now_us, RefundWrite::Nothing);
+        };
+        let w = self.window_us;
+        // The windows as `decide` reads them.
+        let start_us = window_start(s.window_start_us.max(now_us), w)?;
+        let (previous, current) = if s.window_start_us == start_us {
+            (s.previous, s.current)
+        } else if Some(s.window_start_us) == start_us.checked_sub(w) {
+            (s.current, 0)
+        } else {
+            (0, 0)
+        };
+        let new_current = current.saturating_sub(tokens.max(0)).max(0);
+        if previous == 0 && new_current == 0 {
+            return refunded(self, None, now_us, RefundWrite::Delete);
+        }
+        let new_state = WindowCounts {
+            window_start_us: start_us,
+            previous,
+            current: new_current,
+        };
+        let expire_at_us = w
+            .checked_mul(2)
+            .and_then(|d| start_us.checked_add(d))
+            .ok_or(Error::Overflow)?;
+        let write = RefundWrite::Set(Update {
+            state: new_state,
+            expire_at_us,
+        });
+        refunded(self, Some(new_state), now_us, write)
+    }
 }
 
 #[cfg(test)]
@@ -201,6 +241,53 @@ mod tests {
     use super::*;
 
     use crate::algorithm::table::{run, MS, S, T0};
+
+    #[test]
+    fn a_refund_lowers_the_current_windows_count() {
+        let sw = SlidingWindow::new(4, S).unwrap();
+        let s = WindowCounts {
+            window_start_us: T0,
+            previous: 2,
+            current: 3,
+        };
+        // Half-way: the estimate is 2 × 0.5 + 3 = 4; giving 2 back leaves 2.
+        let r = sw.refund(Some(s), T0 + 500 * MS, 2).unwrap();
+        let back = WindowCounts {
+            window_start_us: T0,
+            previous: 2,
+            current: 1,
+        };
+        assert_eq!(
+            r.write,
+            RefundWrite::Set(Update {
+                state: back,
+                expire_at_us: T0 + 2 * S
+            })
+        );
+        assert_eq!(
+            (
+                r.decision.limited,
+                r.decision.remaining,
+                r.decision.retry_after_us
+            ),
+            (false, 2, None)
+        );
+        // Only the current window gives back: the previous count stays.
+        let r = sw.refund(Some(s), T0 + 500 * MS, 9).unwrap();
+        assert!(
+            matches!(r.write, RefundWrite::Set(u) if u.state.current == 0 && u.state.previous == 2)
+        );
+        let empty = WindowCounts {
+            window_start_us: T0,
+            previous: 0,
+            current: 3,
+        };
+        assert_eq!(
+            sw.refund(Some(empty), T0, 3).unwrap().write,
+            RefundWrite::Delete
+        );
+        assert_eq!(sw.refund(None, T0, 1).unwrap().write, RefundWrite::Nothing);
+    }
 
     #[test]
     fn denies_the_edge_burst() {

@@ -27,8 +27,8 @@
 //! that up to the millisecond for the key's expiry.
 
 use super::{
-    ceil_div_i128, parse_decimal, to_i64, write_decimal, Algorithm, Decision, Outcome, Update,
-    STATE_BUF_LEN,
+    ceil_div_i128, parse_decimal, refunded, to_i64, write_decimal, Algorithm, Decision, Outcome,
+    RefundWrite, Refunded, Update, STATE_BUF_LEN,
 };
 use crate::error::{Error, Result};
 
@@ -224,6 +224,36 @@ impl Algorithm for TokenBucket {
             }),
         })
     }
+
+    /// Puts `tokens` back, at most up to `capacity`: the deficit shrinks by
+    /// `tokens` refill steps; none left is a full bucket (the key is deleted).
+    fn refund(&self, state: Option<FullAt>, now_us: i64, tokens: i64) -> Result<Refunded<FullAt>> {
+        let Some(f) = state else {
+            return refunded(self, None, now_us, RefundWrite::Nothing);
+        };
+        let r = i128::from(self.refill_tokens);
+        let now = i128::from(now_us) * r;
+        let debt = self
+            .scaled(f)
+            .checked_sub(now)
+            .ok_or(Error::Overflow)?
+            .max(0);
+        let back = i128::from(tokens.max(0)) * i128::from(self.refill_period_us);
+        let new_debt = (debt - back).max(0);
+        if new_debt == 0 {
+            return refunded(self, None, now_us, RefundWrite::Delete);
+        }
+        let full_at = now + new_debt;
+        let new_state = FullAt {
+            full_at_us: to_i64(full_at.div_euclid(r))?,
+            remainder: to_i64(full_at.rem_euclid(r))?,
+        };
+        let write = RefundWrite::Set(Update {
+            state: new_state,
+            expire_at_us: to_i64(ceil_div_i128(full_at, r))?,
+        });
+        refunded(self, Some(new_state), now_us, write)
+    }
 }
 
 #[cfg(test)]
@@ -231,6 +261,59 @@ mod tests {
     use super::*;
 
     use crate::algorithm::table::{run, MS, S, T0};
+
+    #[test]
+    fn a_refund_puts_tokens_back_up_to_the_capacity() {
+        let bucket = TokenBucket::new(5, 10, S).unwrap();
+        // Four taken at T0: full again at T0 + 400 ms.
+        let taken = FullAt {
+            full_at_us: T0 + 400 * MS,
+            remainder: 0,
+        };
+        let r = bucket.refund(Some(taken), T0 + 100 * MS, 1).unwrap();
+        let back = FullAt {
+            full_at_us: T0 + 300 * MS,
+            remainder: 0,
+        };
+        assert_eq!(
+            r.write,
+            RefundWrite::Set(Update {
+                state: back,
+                expire_at_us: T0 + 300 * MS
+            })
+        );
+        assert_eq!(
+            (
+                r.decision.limited,
+                r.decision.remaining,
+                r.decision.retry_after_us,
+                r.decision.reset_after_us
+            ),
+            (false, 3, None, 200 * MS)
+        );
+        let r = bucket.refund(Some(taken), T0 + 100 * MS, 3).unwrap();
+        assert_eq!((r.write, r.decision.remaining), (RefundWrite::Delete, 5));
+        assert_eq!(
+            bucket.refund(None, T0, 2).unwrap().write,
+            RefundWrite::Nothing
+        );
+        // A fractional refill step (3 per second) stays exact.
+        let thirds = TokenBucket::new(3, 3, S).unwrap();
+        let out = thirds.decide(None, T0, 2).unwrap().update.unwrap().state;
+        let r = thirds.refund(Some(out), T0, 1).unwrap();
+        assert_eq!(r.decision.remaining, 2);
+        let RefundWrite::Set(u) = r.write else {
+            panic!()
+        };
+        assert_eq!(
+            thirds
+                .decide(Some(u.state), T0, 1)
+                .unwrap()
+                .decision
+                .remaining,
+            1
+        );
+    }
 
     #[test]
     fn capacity_five_refill_ten_per_second_matches_the_gcra_sequence() {
