@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{call_err, info_field, query, snapshot, wait_for_sync, Server};
+use common::{call_err, info_int, query, snapshot, wait_for_sync, Server};
 
 /// Runs a command that replies with integers.
 fn ints(con: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
@@ -17,13 +17,8 @@ fn dump(con: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
 }
 
 fn writes(con: &mut redis::Connection) -> i64 {
-    let p: i64 = info_field(con, "ratelimit", "ratelimit_writes_propagated")
-        .parse()
-        .unwrap();
-    let u: i64 = info_field(con, "ratelimit", "ratelimit_writes_unpropagated")
-        .parse()
-        .unwrap();
-    p + u
+    info_int(con, "ratelimit", "ratelimit_writes_propagated")
+        + info_int(con, "ratelimit", "ratelimit_writes_unpropagated")
 }
 
 /// Redis 7.2+ and Valkey freeze the clock for a whole MULTI/EXEC; 7.0 reads

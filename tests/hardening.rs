@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{call, call_err, info_field, module_path, query, Server};
+use common::{call, call_err, info_field, info_int, module_path, query, Server};
 
 /// `SLOWLOG GET` entries (command and µs) of the module's commands.
 fn slow_module_calls(con: &mut redis::Connection) -> Vec<(String, i64)> {
@@ -275,9 +275,7 @@ fn two_hundred_reloads_give_their_memory_back() {
     let mut con = server.connect();
     let module = module_path();
     let module = module.to_str().unwrap();
-    let used = |con: &mut redis::Connection| -> i64 {
-        info_field(con, "memory", "used_memory").parse().unwrap()
-    };
+    let used = |con: &mut redis::Connection| -> i64 { info_int(con, "memory", "used_memory") };
     let cycle = |con: &mut redis::Connection| {
         let _: () = query(con, &["MODULE", "LOAD", module]).unwrap();
         call(con, &["RL.GCRA", "k", "5", "1", "1"]);

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{query, Server};
+use common::{info_int, poll_until, query, Server};
 use redis::Value;
 
 const CONNECTIONS: usize = 200;
@@ -62,28 +62,6 @@ fn cold_call(thread: usize, i: usize) -> Vec<String> {
     args.into_iter().map(String::from).collect()
 }
 
-fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> i64 {
-    let info: String = query(con, &["INFO", section]).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
-/// Polls `f` every 20 ms until it returns true or `within` passes.
-fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    f()
-}
-
 #[test]
 fn two_hundred_connections_get_exact_totals_no_errors_and_give_the_memory_back() {
     let mut server = Server::start_with(&["--save", "", "--appendonly", "no", "--hz", "100"]);
@@ -105,7 +83,7 @@ fn two_hundred_connections_get_exact_totals_no_errors_and_give_the_memory_back()
     }
     let _: () = query(&mut con, &["FLUSHALL", "SYNC"]).unwrap();
     let _: i64 = query(&mut con, &["DBSIZE"]).unwrap();
-    let baseline = info_field(&mut con, "memory", "used_memory");
+    let baseline = info_int(&mut con, "memory", "used_memory");
 
     // The load.
     let allowed: Arc<Vec<AtomicU64>> = Arc::new(HOT.iter().map(|_| AtomicU64::new(0)).collect());
@@ -214,8 +192,8 @@ fn two_hundred_connections_get_exact_totals_no_errors_and_give_the_memory_back()
     // bytes per call (60,000 calls) or one kept client buffer per closed
     // connection would not fit in it.
     assert!(
-        wait_until(Duration::from_secs(10), || {
-            info_field(&mut con, "clients", "connected_clients") == 1
+        poll_until(Duration::from_secs(10), || {
+            info_int(&mut con, "clients", "connected_clients") == 1
         }),
         "the load's connections are still open"
     );
@@ -223,15 +201,15 @@ fn two_hundred_connections_get_exact_totals_no_errors_and_give_the_memory_back()
     let deleted: i64 = query(&mut con, &[&["DEL"][..], &hot_keys].concat()).unwrap();
     assert_eq!(deleted, HOT.len() as i64);
     assert!(
-        wait_until(Duration::from_secs(15), || {
+        poll_until(Duration::from_secs(15), || {
             query::<i64>(&mut con, &["DBSIZE"]).unwrap() == 0
         }),
         "cold keys are left"
     );
     const MARGIN: i64 = 64 * 1024;
     let mut used = 0;
-    let back = wait_until(Duration::from_secs(10), || {
-        used = info_field(&mut con, "memory", "used_memory");
+    let back = poll_until(Duration::from_secs(10), || {
+        used = info_int(&mut con, "memory", "used_memory");
         used <= baseline + MARGIN
     });
     assert!(

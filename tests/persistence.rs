@@ -16,7 +16,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{query, Server};
+use common::{info_field, query, Server};
 use redis::Value;
 
 /// A key's `DUMP` and `PEXPIRETIME`, by name.
@@ -237,15 +237,6 @@ fn assert_mixed((allowed, limited): (usize, usize)) {
     );
 }
 
-fn info_field(con: &mut redis::Connection, field: &str) -> String {
-    let info: String = query(con, &["INFO", "persistence"]).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or_else(|| panic!("no {field} in INFO:\n{info}"))
-        .trim()
-        .to_string()
-}
-
 #[test]
 fn a_restart_from_the_aof_restores_every_key_and_its_absolute_expiry() {
     let server = Server::start_with(AOF);
@@ -298,25 +289,28 @@ fn rewrite_mid_workload(preamble: &str) {
     let _: () = query(&mut con, &["CONFIG", "SET", "rdb-key-save-delay", "8000"]).unwrap();
     let _: String = query(&mut con, &["BGREWRITEAOF"]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while info_field(&mut con, "aof_rewrite_in_progress") != "1" {
+    while info_field(&mut con, "persistence", "aof_rewrite_in_progress") != "1" {
         assert!(Instant::now() < deadline, "the rewrite did not start");
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_mixed(workload(&mut con, "c2"));
     assert_eq!(
-        info_field(&mut con, "aof_rewrite_in_progress"),
+        info_field(&mut con, "persistence", "aof_rewrite_in_progress"),
         "1",
         "the rewrite ended before the workload that should overlap it"
     );
     let _: () = query(&mut con, &["CONFIG", "SET", "rdb-key-save-delay", "0"]).unwrap();
-    while info_field(&mut con, "aof_rewrite_in_progress") != "0"
-        || info_field(&mut con, "aof_rewrite_scheduled") != "0"
+    while info_field(&mut con, "persistence", "aof_rewrite_in_progress") != "0"
+        || info_field(&mut con, "persistence", "aof_rewrite_scheduled") != "0"
     {
         assert!(Instant::now() < deadline, "the rewrite did not finish");
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(info_field(&mut con, "aof_last_bgrewrite_status"), "ok");
-    assert_eq!(info_field(&mut con, "aof_rewrites"), "1");
+    assert_eq!(
+        info_field(&mut con, "persistence", "aof_last_bgrewrite_status"),
+        "ok"
+    );
+    assert_eq!(info_field(&mut con, "persistence", "aof_rewrites"), "1");
     assert_mixed(workload(&mut con, "c3"));
     let (before, taken_at_ms) = checked_snapshot(&mut con, 3);
     let dir = server.shutdown("NOSAVE");

@@ -10,7 +10,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{aof_contents, call, info_field, query, snapshot, wait_for_sync, Server};
+use common::{
+    aof_contents, call, info_field, info_int, query, snapshot, wait_for_sync, wait_until, Server,
+};
 
 /// One allowed (writing) call of every command, on keys `{prefix}:0` …
 /// `{prefix}:6`; returns the keys.
@@ -54,12 +56,9 @@ fn assert_no_module_commands_ran(con: &mut redis::Connection, who: &str) {
 /// `INFO ratelimit`: (writes that propagated effects, writes that skipped
 /// it because nothing consumed them).
 fn counters(con: &mut redis::Connection) -> (i64, i64) {
-    let field = |con: &mut redis::Connection, name: &str| -> i64 {
-        info_field(con, "ratelimit", name).parse().unwrap()
-    };
     (
-        field(con, "ratelimit_writes_propagated"),
-        field(con, "ratelimit_writes_unpropagated"),
+        info_int(con, "ratelimit", "ratelimit_writes_propagated"),
+        info_int(con, "ratelimit", "ratelimit_writes_unpropagated"),
     )
 }
 
@@ -133,14 +132,6 @@ fn replicate_from(replica: &mut redis::Connection, master: &Server) {
     )
     .unwrap();
     wait_for_sync(replica);
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]
@@ -217,9 +208,11 @@ fn writes_while_no_replica_is_connected_reach_it_through_the_backlog() {
     signal(libc::SIGCONT);
     // The replica comes back with a partial resynchronisation, from the
     // backlog alone.
-    wait_until("the partial resynchronisation", || {
-        info_field(&mut m, "stats", "sync_partial_ok") == "1"
-    });
+    wait_until(
+        "the partial resynchronisation",
+        Duration::from_secs(20),
+        || info_field(&mut m, "stats", "sync_partial_ok") == "1",
+    );
     assert_replica_matches(&mut m, &mut r, &keys);
 }
 
@@ -229,7 +222,7 @@ fn an_aof_switched_on_at_run_time_records_effects() {
     let mut con = server.connect();
     let mut keys = write_all(&mut con, "before");
     let _: () = query(&mut con, &["CONFIG", "SET", "appendonly", "yes"]).unwrap();
-    wait_until("the AOF rewrite", || {
+    wait_until("the AOF rewrite", Duration::from_secs(20), || {
         info_field(&mut con, "persistence", "aof_rewrite_in_progress") == "0"
             && info_field(&mut con, "persistence", "aof_rewrite_scheduled") == "0"
     });
@@ -349,7 +342,7 @@ fn a_psync_held_back_by_client_pause_still_ends_the_skipping() {
     let mut replica = Raw::connect(&server);
     replica.send(&["PSYNC", "?", "-1"]);
     writer.read_until(b"\r\n:-1\r\n"); // its reply, after the pause
-    wait_until("the PSYNC to run", || {
+    wait_until("the PSYNC to run", Duration::from_secs(20), || {
         info_field(&mut admin, "replication", "connected_slaves") == "1"
     });
     call(&mut admin, &["RL.GCRA", "after-the-psync", "4", "3", "600"]);

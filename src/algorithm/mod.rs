@@ -21,6 +21,8 @@ pub mod sliding_window;
 pub mod token_bucket;
 
 #[cfg(test)]
+mod harness;
+#[cfg(test)]
 mod properties;
 #[cfg(test)]
 mod refund_properties;

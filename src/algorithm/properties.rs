@@ -5,8 +5,6 @@
 //! optionally dropped once the key has expired. Every property is checked for
 //! both algorithms, each in its own test.
 
-use std::fmt::Debug;
-
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -16,8 +14,11 @@ use super::strategies::{
 };
 
 use super::gcra::Gcra;
+use super::harness::{
+    check_decode, new_result_is_documented, simulate, state_bytes, Expiry, Limiter, Requests, Step,
+};
 use super::token_bucket::{FullAt, TokenBucket};
-use super::{Algorithm, Outcome};
+use super::Outcome;
 use crate::error::Error;
 use crate::time::{ceil_div, ceil_ms, US_PER_MS};
 
@@ -25,81 +26,22 @@ use crate::time::{ceil_div, ceil_ms, US_PER_MS};
 /// whole file runs in a few seconds in a debug build.
 const CASES: u32 = 256;
 
-/// What the property helpers need beyond [`Algorithm`].
-trait Limiter: Algorithm<State: Debug + PartialEq> + Debug {
+/// What these properties need beyond the harness's [`Limiter`].
+trait MaxCost: Limiter {
     /// The most tokens one request may take (`Decision::limit`).
     fn max_cost(&self) -> i64;
 }
 
-impl Limiter for Gcra {
+impl MaxCost for Gcra {
     fn max_cost(&self) -> i64 {
         self.limit()
     }
 }
 
-impl Limiter for TokenBucket {
+impl MaxCost for TokenBucket {
     fn max_cost(&self) -> i64 {
         self.capacity()
     }
-}
-
-/// When the simulated store drops a key after its `expire_at_us`.
-#[derive(Debug, Clone, Copy)]
-enum Expiry {
-    /// Never (the state is always fed back).
-    Never,
-    /// As soon as `now ≥ expire_at_us`.
-    Exact,
-    /// As soon as `now ≥` the expiry the command layer sets (rounded up to ms).
-    Millis,
-}
-
-/// One simulated request.
-#[derive(Debug)]
-struct Step<S> {
-    now_us: i64,
-    cost: i64,
-    /// The state the request was decided against.
-    before: Option<S>,
-    outcome: Outcome<S>,
-}
-
-/// Runs `requests` (step from the previous instant, cost) from `start_us`,
-/// storing each update as the command layer does. The clock is kept ≥ 0.
-fn simulate<A: Limiter>(
-    alg: &A,
-    start_us: i64,
-    requests: &[(i64, i64)],
-    expiry: Expiry,
-) -> Vec<Step<A::State>> {
-    let mut now_us = start_us;
-    let mut stored: Option<(A::State, i64)> = None;
-    let mut steps = Vec::with_capacity(requests.len());
-    for &(step_us, cost) in requests {
-        now_us = (now_us + step_us).max(0);
-        if let Some((_, expire_at_us)) = stored {
-            let expired = match expiry {
-                Expiry::Never => false,
-                Expiry::Exact => now_us >= expire_at_us,
-                Expiry::Millis => now_us >= ceil_ms(expire_at_us) * US_PER_MS,
-            };
-            if expired {
-                stored = None;
-            }
-        }
-        let before = stored.map(|(s, _)| s);
-        let outcome = decide(alg, before, now_us, cost);
-        if let Some(u) = outcome.update {
-            stored = Some((u.state, u.expire_at_us));
-        }
-        steps.push(Step {
-            now_us,
-            cost,
-            before,
-            outcome,
-        });
-    }
-    steps
 }
 
 /// Checks `within(admitted, t2 − t1)` for the tokens admitted at instants in
@@ -145,7 +87,7 @@ fn check_every_window<S>(steps: &[Step<S>], within: impl Fn(i64, i64) -> bool) -
 /// retry is `> 0` and only on a refusal of a cost that can ever be allowed, a
 /// cost above the limit is refused without a retry, and an update is written
 /// exactly when tokens were taken, to expire no earlier than `now`.
-fn check_decision<A: Limiter>(
+fn check_decision<A: MaxCost>(
     alg: &A,
     now_us: i64,
     cost: i64,
@@ -263,7 +205,7 @@ fn check_remaining_is_exact<A: Limiter>(alg: &A, step: &Step<A::State>) -> TestR
 /// the limiter is full again. `expire_at − now == reset_after`; at `expire_at`
 /// the state reports `remaining == limit` and decides every cost exactly as no
 /// key would; 1 µs earlier it is not full yet.
-fn check_expiry<A: Limiter>(alg: &A, step: &Step<A::State>) -> TestResult {
+fn check_expiry<A: MaxCost>(alg: &A, step: &Step<A::State>) -> TestResult {
     let Some(update) = step.outcome.update else {
         return Ok(());
     };
@@ -293,18 +235,7 @@ fn check_expiry<A: Limiter>(alg: &A, step: &Step<A::State>) -> TestResult {
     Ok(())
 }
 
-/// Decoding never panics; whatever decodes re-encodes to an equal state.
-fn check_decode<A: Limiter>(bytes: &[u8]) -> TestResult {
-    if let Some(state) = A::decode(bytes) {
-        check_round_trip::<A>(&state)?;
-    }
-    Ok(())
-}
-
 // ---- strategies ----
-
-/// Requests of a timeline: (step from the previous instant in µs, cost).
-type Requests = Vec<(i64, i64)>;
 
 /// Random requests: a step from the previous instant (0, about one token's
 /// time `unit_us`, up to a full refill `span_us` or three, or back by up to
@@ -323,7 +254,7 @@ fn requests(
         1 => -back_us..=0,
     ];
     let cost = prop_oneof![3 => Just(1i64), 2 => 0..=limit + 2];
-    vec((step, cost), 1..=MAX_STEPS)
+    vec((step, cost, Just(false)), 1..=MAX_STEPS)
 }
 
 fn expiry() -> impl Strategy<Value = Expiry> {
@@ -401,35 +332,9 @@ fn extreme_bucket() -> impl Strategy<Value = TokenBucket> {
     })
 }
 
-/// Bytes that look like states (digits and colons) or anything at all.
-fn state_bytes() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        vec(any::<u8>(), 0..40),
-        "[0-9:]{0,45}".prop_map(String::into_bytes),
-        "[0-9]{1,20}(:[0-9]{1,20})?".prop_map(String::into_bytes),
-    ]
-}
-
-/// The result of `new` for raw parameters is a value or a documented error.
-fn new_result_is_documented<T>(result: crate::error::Result<T>) -> TestResult {
-    prop_assert!(
-        matches!(
-            result,
-            Ok(_)
-                | Err(Error::OutOfRange { .. }
-                    | Error::BadPeriod { .. }
-                    | Error::RateTooHigh { .. }
-                    | Error::Overflow)
-        ),
-        "unexpected error {:?}",
-        result.err()
-    );
-    Ok(())
-}
-
 /// `decide` at any inputs returns `Ok` (a decision with the usual invariants)
 /// or `Err(Overflow)`.
-fn check_decide_total<A: Limiter>(
+fn check_decide_total<A: MaxCost>(
     alg: &A,
     state: Option<A::State>,
     now_us: i64,

@@ -261,17 +261,11 @@ impl SlidingLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::harness::apply_log as apply;
 
     const S: i64 = 1_000_000;
     const MS: i64 = 1_000;
     const T0: i64 = 1_763_700_000 * S;
-
-    /// Applies an update to a log the way the command layer does.
-    fn apply(log: &mut Vec<i64>, u: &LogUpdate) {
-        let stale = log.partition_point(|&t| t <= u.remove_through_us);
-        log.drain(..stale.min(usize::try_from(u.remove_at_most).unwrap_or(0)));
-        log.extend(std::iter::repeat_n(u.add_at_us, u.add_count as usize));
-    }
 
     /// `(at_us relative to T0, cost, limited, remaining, retry_after_us, reset_after_us)`
     type Case = (i64, i64, bool, i64, Option<i64>, i64);

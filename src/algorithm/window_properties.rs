@@ -35,8 +35,12 @@ use super::strategies::{
 };
 
 use super::fixed_window::{FixedWindow, WindowCount};
+use super::harness::{
+    admitted, apply_log, check_decode, decide_log, new_result_is_documented, simulate,
+    simulate_log, state_bytes, Expiry, Limiter, Requests, Step,
+};
 use super::leaky_bucket::LeakyBucket;
-use super::sliding_log::{LogOutcome, LogUpdate, SlidingLog};
+use super::sliding_log::{LogOutcome, SlidingLog};
 use super::sliding_window::{SlidingWindow, WindowCounts};
 use super::token_bucket::FullAt;
 use super::{Algorithm, Decision, Outcome};
@@ -48,166 +52,6 @@ use crate::time::{ceil_div, ceil_ms, US_PER_MS};
 const CASES: u32 = 192;
 /// How far the clock may jump back at once, in windows (leak periods).
 const MAX_BACK: i64 = 10;
-
-/// A string-backed algorithm whose states can be compared and printed.
-trait Limiter: Algorithm<State: Debug + PartialEq> + Debug {}
-
-impl<A: Algorithm<State: Debug + PartialEq> + Debug> Limiter for A {}
-
-/// When the simulated server drops a key that expires at `expire_at_us`.
-#[derive(Debug, Clone, Copy)]
-enum Expiry {
-    /// Never (the state is always fed back).
-    Never,
-    /// As soon as `now ≥ expire_at_us`.
-    Exact,
-    /// As soon as `now ≥` the expiry the command layer sets (rounded up to ms).
-    Millis,
-    /// Only once the clock has passed that millisecond (the latest possible).
-    Late,
-    /// At a random request from `expire_at_us` on, at the latest as `Late`.
-    Anytime,
-}
-
-impl Expiry {
-    /// Whether the key is gone at `now_us`; for `Anytime`, `coin` says whether
-    /// it is dropped while the server could still keep it.
-    fn gone(self, now_us: i64, expire_at_us: i64, coin: bool) -> bool {
-        let expiry_ms_us = ceil_ms(expire_at_us) * US_PER_MS;
-        let passed = now_us >= expiry_ms_us + US_PER_MS;
-        match self {
-            Expiry::Never => false,
-            Expiry::Exact => now_us >= expire_at_us,
-            Expiry::Millis => now_us >= expiry_ms_us,
-            Expiry::Late => passed,
-            Expiry::Anytime => passed || (coin && now_us >= expire_at_us),
-        }
-    }
-}
-
-/// Requests of a timeline: (step from the previous instant in µs, cost, coin
-/// for [`Expiry::Anytime`]).
-type Requests = Vec<(i64, i64, bool)>;
-
-/// One simulated request of a string-backed algorithm.
-#[derive(Debug)]
-struct Step<S> {
-    now_us: i64,
-    cost: i64,
-    /// The state the request was decided against.
-    before: Option<S>,
-    outcome: Outcome<S>,
-    /// How many times the key had expired before this request.
-    lifetime: usize,
-}
-
-/// One simulated request of the sliding log.
-#[derive(Debug)]
-struct LogStep {
-    now_us: i64,
-    cost: i64,
-    /// The log the request was decided against.
-    before: Vec<i64>,
-    outcome: LogOutcome,
-    /// How many times the key had expired before this request.
-    lifetime: usize,
-}
-
-/// [`SlidingLog::decide`], which must succeed in the simulations.
-fn decide_log(sl: &SlidingLog, log: &[i64], now_us: i64, cost: i64) -> LogOutcome {
-    match sl.decide(log, now_us, cost) {
-        Ok(outcome) => outcome,
-        Err(e) => panic!("{sl:?}.decide({log:?}, {now_us}, {cost}) failed: {e:?}"),
-    }
-}
-
-/// Applies an update to a log the way the command layer does to the sorted set.
-fn apply(log: &mut Vec<i64>, u: &LogUpdate) {
-    let stale = log.partition_point(|&t| t <= u.remove_through_us);
-    log.drain(..stale.min(usize::try_from(u.remove_at_most).unwrap_or(0)));
-    log.extend(std::iter::repeat_n(u.add_at_us, u.add_count as usize));
-}
-
-/// The tokens a decision admitted.
-fn admitted(d: &Decision, cost: i64) -> i64 {
-    if d.limited {
-        0
-    } else {
-        cost.max(0)
-    }
-}
-
-/// Runs `requests` from `start_us`, storing each update as the command layer
-/// does and dropping the key as `expiry` says. The clock is kept ≥ 0.
-fn simulate<A: Limiter>(
-    alg: &A,
-    start_us: i64,
-    requests: &[(i64, i64, bool)],
-    expiry: Expiry,
-) -> Vec<Step<A::State>> {
-    let mut now_us = start_us;
-    let mut stored: Option<(A::State, i64)> = None;
-    let mut lifetime = 0;
-    let mut steps = Vec::with_capacity(requests.len());
-    for &(step_us, cost, coin) in requests {
-        now_us = (now_us + step_us).max(0);
-        if let Some((_, expire_at_us)) = stored {
-            if expiry.gone(now_us, expire_at_us, coin) {
-                stored = None;
-                lifetime += 1;
-            }
-        }
-        let before = stored.map(|(s, _)| s);
-        let outcome = decide(alg, before, now_us, cost);
-        if let Some(u) = outcome.update {
-            stored = Some((u.state, u.expire_at_us));
-        }
-        steps.push(Step {
-            now_us,
-            cost,
-            before,
-            outcome,
-            lifetime,
-        });
-    }
-    steps
-}
-
-/// [`simulate`] for the sliding log: a sorted set that exists while it holds
-/// entries, expiring at the last update's `expire_at_us`.
-fn simulate_log(
-    sl: &SlidingLog,
-    start_us: i64,
-    requests: &[(i64, i64, bool)],
-    expiry: Expiry,
-) -> Vec<LogStep> {
-    let mut now_us = start_us;
-    let mut log: Vec<i64> = Vec::new();
-    let mut expire_at_us = 0;
-    let mut lifetime = 0;
-    let mut steps = Vec::with_capacity(requests.len());
-    for &(step_us, cost, coin) in requests {
-        now_us = (now_us + step_us).max(0);
-        if !log.is_empty() && expiry.gone(now_us, expire_at_us, coin) {
-            log.clear();
-            lifetime += 1;
-        }
-        let outcome = decide_log(sl, &log, now_us, cost);
-        let before = log.clone();
-        if let Some(u) = outcome.update {
-            apply(&mut log, &u);
-            expire_at_us = u.expire_at_us;
-        }
-        steps.push(LogStep {
-            now_us,
-            cost,
-            before,
-            outcome,
-            lifetime,
-        });
-    }
-    steps
-}
 
 /// For every instant `t` of `points` (instant, tokens), the tokens at
 /// instants in `(t − window, t]` are at most `limit`. The busiest window of
@@ -446,31 +290,6 @@ fn check_expiry<A: Limiter>(alg: &A, limit: i64, step: &Step<A::State>) -> TestR
     Ok(())
 }
 
-/// Decoding never panics; whatever decodes re-encodes to an equal state.
-fn check_decode<A: Limiter>(bytes: &[u8]) -> TestResult {
-    if let Some(state) = A::decode(bytes) {
-        check_round_trip::<A>(&state)?;
-    }
-    Ok(())
-}
-
-/// The result of `new` for raw parameters is a value or a documented error.
-fn new_result_is_documented<T>(result: Result<T>) -> TestResult {
-    prop_assert!(
-        matches!(
-            result,
-            Ok(_)
-                | Err(Error::OutOfRange { .. }
-                    | Error::BadPeriod { .. }
-                    | Error::RateTooHigh { .. }
-                    | Error::Overflow)
-        ),
-        "unexpected error {:?}",
-        result.err()
-    );
-    Ok(())
-}
-
 /// A `decide` at any inputs returned `Ok` (a decision with the usual
 /// invariants, checked by `check`) or `Err(Overflow)`.
 fn check_total<T>(result: Result<T>, check: impl FnOnce(&T) -> TestResult) -> TestResult {
@@ -679,15 +498,6 @@ fn extreme_log_limit() -> impl Strategy<Value = i64> {
         1i64..=3,
         1i64..=SlidingLog::MAX_LIMIT,
         (SlidingLog::MAX_LIMIT - 3)..=SlidingLog::MAX_LIMIT,
-    ]
-}
-
-/// Bytes that look like states (digits and colons) or anything at all.
-fn state_bytes() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        vec(any::<u8>(), 0..40),
-        "[0-9:]{0,64}".prop_map(String::into_bytes),
-        "[0-9]{1,20}(:[0-9]{1,20}){0,3}".prop_map(String::into_bytes),
     ]
 }
 
@@ -1106,7 +916,7 @@ proptest! {
             let Some(u) = s.outcome.update else { continue };
             prop_assert_eq!(u.expire_at_us - s.now_us, s.outcome.decision.reset_after_us);
             let mut log = s.before.clone();
-            apply(&mut log, &u);
+            apply_log(&mut log, &u);
             for at in readable_after_expiry(u.expire_at_us) {
                 let full = decide_log(&sl, &log, at, 0).decision;
                 prop_assert_eq!((full.remaining, full.reset_after_us), (limit, 0));

@@ -271,3 +271,34 @@ pub fn info_field(con: &mut redis::Connection, section: &str, field: &str) -> St
         .trim()
         .to_string()
 }
+
+/// A numeric field of an `INFO` section; panics when it is missing or not a
+/// number.
+pub fn info_int(con: &mut redis::Connection, section: &str, field: &str) -> i64 {
+    let value = info_field(con, section, field);
+    value
+        .parse()
+        .unwrap_or_else(|_| panic!("INFO {section} {field} is not a number: {value}"))
+}
+
+/// Polls `done` every 10 ms until it returns true; panics, naming `what`,
+/// after `within`.
+pub fn wait_until(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Polls `done` every 10 ms for at most `within`; whether it became true.
+pub fn poll_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    done()
+}
