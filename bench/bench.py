@@ -41,6 +41,12 @@ COMMANDS = [
     ("RL.SLIDINGWINDOW", "rl.slidingwindow", ["RL.SLIDINGWINDOW", "b:sw:__rand_int__", "1000", "60"]),
     ("RL.LEAKYBUCKET", "rl.leakybucket", ["RL.LEAKYBUCKET", "b:lb:__rand_int__", "100", "1", "6"]),
     ("RL.SLIDINGLOG", "rl.slidinglog", ["RL.SLIDINGLOG", "b:log:__rand_int__", "100", "60"]),
+    ("RL.ALL (GCRA + FIXEDWINDOW)", "rl.all",
+     ["RL.ALL", "2", "b:alla:__rand_int__", "b:allb:__rand_int__", "GCRA", "99", "1", "6", "FIXEDWINDOW", "1000", "60"]),
+    ("RL.GCRA PEEK", "rl.gcra", ["RL.GCRA", "b:gcra:__rand_int__", "99", "1", "6", "PEEK"]),
+    # Refunds to limiters that exist (a first run takes 50 tokens of each).
+    ("RL.GCRA REFUND", "rl.gcra", ["RL.GCRA", "b:gcra:__rand_int__", "99", "1", "6", "REFUND", "1"],
+     ["RL.GCRA", "b:gcra:__rand_int__", "99", "1", "6", "TOKENS", "50"]),
     ("Lua GCRA", "evalsha", ["EVALSHA", "{gcra}", "1", "b:luagcra:__rand_int__", "99", "1", "6"]),
     ("Lua token bucket", "evalsha", ["EVALSHA", "{tb}", "1", "b:luatb:__rand_int__", "100", "1", "6"]),
     ("Lua fixed window", "evalsha", ["EVALSHA", "{fw}", "1", "b:luafw:__rand_int__", "1000", "60"]),
@@ -55,8 +61,9 @@ LUA_SCRIPTS = {"{gcra}": "gcra.lua", "{tb}": "token_bucket.lua", "{fw}": "fixed_
 LUA_OF = {"RL.GCRA": "Lua GCRA", "RL.TOKENBUCKET": "Lua token bucket", "CL.THROTTLE": "Lua GCRA",
           "RL.FIXEDWINDOW": "Lua fixed window", "RL.SLIDINGWINDOW": "Lua sliding window",
           "RL.LEAKYBUCKET": "Lua leaky bucket", "RL.SLIDINGLOG": "Lua sliding log"}
-# Targets of issue 4: server µs per call vs SET … PX, throughput vs SET … PX.
-US_TARGET = {"RL.SLIDINGLOG": 3.0}
+# Targets of issue 4: server µs per call vs SET … PX, throughput vs SET … PX;
+# of issue 12 for RL.ALL with two O(1) limits and PEEK.
+US_TARGET = {"RL.SLIDINGLOG": 3.0, "RL.ALL (GCRA + FIXEDWINDOW)": 1.8, "RL.GCRA PEEK": 1.0}
 US_TARGET_DEFAULT = 1.5
 RPS_TARGET = 0.7
 
@@ -119,18 +126,21 @@ def run_benchmark(server, argv, core, requests, clients, pipeline, random_keys):
 
 def measure(server, commands, shas, rounds, requests, clients, pipeline, random_keys, client_core):
     """{label: (median rps, median server µs per call)}"""
-    samples = {label: ([], []) for label, _, _ in commands}
+    samples = {label: ([], []) for label, *_ in commands}
     for r in range(rounds):
         # Each round starts one command later, so no command always runs
         # first or always after the same one.
         start = r % len(commands)
-        for label, stat, argv in commands[start:] + commands[:start]:
+        for label, stat, argv, *prepare in commands[start:] + commands[:start]:
             argv = [shas.get(a, a) for a in argv]
             if not random_keys:
                 argv = [a.replace("__rand_int__", "hot") for a in argv]
+                prepare = [[a.replace("__rand_int__", "hot") for a in p] for p in prepare]
             server.cli("FLUSHALL")
             # Give the freed memory back now, not during the next run.
             server.cli("MEMORY", "PURGE", check=False)
+            for p in prepare:
+                run_benchmark(server, p, client_core, requests, clients, pipeline, random_keys)
             server.cli("CONFIG", "RESETSTAT")
             rps = run_benchmark(server, argv, client_core, requests, clients, pipeline, random_keys)
             samples[label][0].append(rps)
@@ -256,7 +266,7 @@ def main():
     say("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     _, rset_us = replicated["SET PX 60000"]
     failures = []
-    for label, _, _ in COMMANDS:
+    for label, *_ in COMMANDS:
         rps, us = main_runs[label]
         row = [label, f"{rps:,.0f}", f"{us:.3f}", f"{us / set_us:.2f}", f"{us / incr_us:.2f}", f"{rps / set_rps:.2f}"]
         lua = LUA_OF.get(label)

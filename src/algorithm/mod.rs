@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod all;
 pub mod block;
 pub mod fixed_window;
 pub mod gcra;
@@ -21,11 +22,11 @@ pub mod sliding_window;
 pub mod token_bucket;
 
 #[cfg(test)]
+mod composite_properties;
+#[cfg(test)]
 mod harness;
 #[cfg(test)]
 mod properties;
-#[cfg(test)]
-mod refund_properties;
 #[cfg(test)]
 mod strategies;
 #[cfg(test)]

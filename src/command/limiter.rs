@@ -14,6 +14,7 @@
 //!    change the keys from its callback.
 
 use super::{propagate, throttle::CellGcra};
+use crate::algorithm::all;
 use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
@@ -159,8 +160,8 @@ pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<(Deci
     for &(name, limit) in limits {
         planned.push(plan(ctx, name, &limit, now_us, options)?);
     }
-    let allowed = planned.iter().all(|p| !p.decision.limited);
-    let (binding, decision) = binding(&planned);
+    let decisions: Vec<Decision> = planned.iter().map(|p| p.decision).collect();
+    let (binding, decision, allowed) = all::binding(&decisions).ok_or(Error::LimitCount)?;
     if options.peek {
         return Ok((decision, binding));
     }
@@ -186,40 +187,6 @@ pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<(Deci
         announce(ctx, *name, effect)?;
     }
     Ok((decision, binding))
-}
-
-fn binding(planned: &[Planned]) -> (usize, Decision) {
-    let mut best: Option<(usize, Decision)> = None;
-    for (i, p) in planned.iter().enumerate() {
-        let d = p.decision;
-        let better = match best {
-            None => true,
-            Some((_, b)) => match (d.limited, b.limited) {
-                (true, false) => true,
-                (false, true) => false,
-                // Longest retry; None ("never") is longest.
-                (true, true) => match (d.retry_after_us, b.retry_after_us) {
-                    (None, Some(_)) => true,
-                    (Some(x), Some(y)) => x > y,
-                    _ => false,
-                },
-                (false, false) => d.remaining < b.remaining,
-            },
-        };
-        if better {
-            best = Some((i, d));
-        }
-    }
-    best.unwrap_or((
-        0,
-        Decision {
-            limited: false,
-            limit: 0,
-            remaining: 0,
-            retry_after_us: None,
-            reset_after_us: 0,
-        },
-    ))
 }
 
 fn plan<'a>(

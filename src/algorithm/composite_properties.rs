@@ -1,4 +1,4 @@
-//! Property tests of REFUND and BLOCK over random timelines.
+//! Property tests of RL.ALL, REFUND and BLOCK over random timelines.
 //!
 //! Timelines mix requests and refunds the way the command layer runs them:
 //! an allowed request stores its update, a refund stores its write (or
@@ -7,6 +7,7 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 
+use super::all::binding;
 use super::block;
 use super::fixed_window::FixedWindow;
 use super::gcra::Gcra;
@@ -182,5 +183,46 @@ proptest! {
         // A block never ends earlier because of a later one.
         let until = block::extend(&b, Some(now + left), now, 1).unwrap();
         prop_assert!(until.is_none_or(|u| u >= now + left));
+    }
+
+    /// RL.ALL over a GCRA and a fixed window: a refused call changes no
+    /// state, and each limit's states are exactly those it reaches alone when
+    /// fed only the requests RL.ALL admitted, each of which it allowed
+    /// alone: RL.ALL never lets a limit admit more than it alone would.
+    #[test]
+    fn all_admits_only_what_every_limit_admits_alone(
+        burst in 0..6i64,
+        rate in 1..10i64,
+        limit in 1..8i64,
+        window in 1..3i64,
+        requests in vec((0..S, 1..4i64), 1..60),
+    ) {
+        let gcra = Gcra::new(burst, rate, S).unwrap();
+        let fw = FixedWindow::new(limit, window * S).unwrap();
+        let (mut a, mut b) = (None, None);
+        let (mut a_alone, mut b_alone) = (None, None);
+        let mut now = EPOCH_2025_US;
+        for (gap, cost) in requests {
+            now += gap;
+            let oa = gcra.decide(a, now, cost).unwrap();
+            let ob = fw.decide(b, now, cost).unwrap();
+            let (at, d, allowed) = binding(&[oa.decision, ob.decision]).unwrap();
+            prop_assert_eq!(allowed, !oa.decision.limited && !ob.decision.limited);
+            prop_assert_eq!(d, [oa.decision, ob.decision][at]);
+            if !allowed {
+                // Nothing is written: the states stay.
+                prop_assert!(d.limited);
+                continue;
+            }
+            // Admitted: each limit alone, at its own state, allows it too.
+            let alone_a = gcra.decide(a_alone, now, cost).unwrap();
+            let alone_b = fw.decide(b_alone, now, cost).unwrap();
+            prop_assert!(!alone_a.decision.limited && !alone_b.decision.limited);
+            if let Some(u) = oa.update { a = Some(u.state); }
+            if let Some(u) = ob.update { b = Some(u.state); }
+            if let Some(u) = alone_a.update { a_alone = Some(u.state); }
+            if let Some(u) = alone_b.update { b_alone = Some(u.state); }
+            prop_assert_eq!((a, b), (a_alone, b_alone));
+        }
     }
 }
