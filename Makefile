@@ -28,7 +28,7 @@ build: setup ## Build the release module (target/release/libredis_ratelimit.so)
 build-debug: setup ## Build the debug module the integration tests load
 	$(CARGO) build
 
-run: build ## Build, then start redis-server with the module on 127.0.0.1:$(PORT) (make run PORT=6380)
+run: build ## Build, then start redis-server with the module on 127.0.0.1:6379 (make run PORT=6380 for another port)
 	@scripts/port-free.sh $(PORT)
 	$(REDIS_SERVER) redis.conf --port $(PORT)
 
@@ -44,11 +44,11 @@ test-examples: build ## Run examples/python and examples/node against a real ser
 	@scripts/setup.sh examples
 	scripts/test-examples.sh $(CURDIR)/$(MODULE_RELEASE)
 
-dist: build ## Write dist/$(DIST_NAME).tar.gz (module, README, LICENSE, config snippet) and dist/SHA256SUMS
+dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, LICENSE, config snippet) and dist/SHA256SUMS
 	@scripts/setup.sh packages
 	scripts/dist.sh tarball $(VERSION) $(ARCH) $(CURDIR)/$(MODULE_RELEASE)
 
-deb: build ## Build dist/redis-ratelimit_$(VERSION)_$(DEB_ARCH).deb (module in /usr/lib/redis/modules/)
+deb: build ## Build dist/redis-ratelimit_<version>_<arch>.deb (module in /usr/lib/redis/modules/, snippet /etc/redis/ratelimit.conf)
 	@scripts/setup.sh packages
 	scripts/dist.sh deb $(VERSION) $(DEB_ARCH) $(CURDIR)/$(MODULE_RELEASE)
 

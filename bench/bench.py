@@ -193,8 +193,8 @@ def net_memory(server, argv_for_key, name="user:12345"):
 
 def log_bytes_per_entry(server, entries):
     server.cli("FLUSHALL")
-    server.cli("RL.SLIDINGLOG", "one", "100000", "600")
-    server.cli("RL.SLIDINGLOG", "log", "100000", "600", "TOKENS", entries)
+    server.cli("RL.SLIDINGLOG", "one", "1000", "600")
+    server.cli("RL.SLIDINGLOG", "log", "1000", "600", "TOKENS", entries)
     one = int(server.cli("MEMORY", "USAGE", "one", "SAMPLES", "0"))
     many = int(server.cli("MEMORY", "USAGE", "log", "SAMPLES", "0"))
     return (many - one) / (entries - 1), server.cli("OBJECT", "ENCODING", "log")

@@ -300,3 +300,80 @@ fn two_hundred_reloads_give_their_memory_back() {
         "each MODULE UNLOAD + LOAD kept {per_cycle} bytes ({before} -> {after})"
     );
 }
+
+fn config(con: &mut redis::Connection, name: &str) -> String {
+    let pair: Vec<String> = query(con, &["CONFIG", "GET", name]).unwrap();
+    assert_eq!(pair.len(), 2, "CONFIG GET {name} → {pair:?}");
+    pair[1].clone()
+}
+
+#[test]
+fn the_settings_are_module_configs() {
+    let server = Server::start();
+    let mut con = server.connect();
+    assert_eq!(config(&mut con, "ratelimit.sliding-log-max-limit"), "1000");
+    assert_eq!(config(&mut con, "ratelimit.propagate-always"), "no");
+    // Changed at run time, in force at once.
+    let _: () = query(
+        &mut con,
+        &["CONFIG", "SET", "ratelimit.sliding-log-max-limit", "2000"],
+    )
+    .unwrap();
+    assert_eq!(
+        call(&mut con, &["RL.SLIDINGLOG", "l", "2000", "1"])[1],
+        2000
+    );
+    assert!(call_err(&mut con, &["RL.SLIDINGLOG", "l", "2001", "1"]).contains("<= 2000"));
+    assert_eq!(
+        info_field(&mut con, "ratelimit", "ratelimit_sliding_log_max_limit"),
+        "2000"
+    );
+    // Out of bounds, or not changeable while running: refused.
+    for (name, value) in [
+        ("ratelimit.sliding-log-max-limit", "0"),
+        ("ratelimit.sliding-log-max-limit", "100001"),
+        ("ratelimit.propagate-always", "yes"),
+    ] {
+        let refused: redis::RedisResult<()> = query(&mut con, &["CONFIG", "SET", name, value]);
+        assert!(refused.is_err(), "CONFIG SET {name} {value} was accepted");
+    }
+    assert_eq!(config(&mut con, "ratelimit.propagate-always"), "no");
+    drop(con);
+    drop(server);
+
+    // A load argument gives the default; a config line wins over it.
+    let module = module_path();
+    let module = module.to_str().unwrap();
+    let server = Server::start_without_module(&[
+        "--save",
+        "",
+        "--loadmodule",
+        module,
+        "sliding-log-max-limit",
+        "5000",
+        "propagate-always",
+    ]);
+    let mut con = server.connect();
+    assert_eq!(config(&mut con, "ratelimit.sliding-log-max-limit"), "5000");
+    assert_eq!(config(&mut con, "ratelimit.propagate-always"), "yes");
+    call(&mut con, &["RL.GCRA", "g", "1", "1", "1"]);
+    assert_eq!(
+        info_field(&mut con, "ratelimit", "ratelimit_writes_unpropagated"),
+        "0"
+    );
+    drop(con);
+    drop(server);
+    let server = Server::start_without_module(&[
+        "--save",
+        "",
+        "--loadmodule",
+        module,
+        "sliding-log-max-limit",
+        "5000",
+        "--ratelimit.sliding-log-max-limit",
+        "300",
+    ]);
+    let mut con = server.connect();
+    assert_eq!(config(&mut con, "ratelimit.sliding-log-max-limit"), "300");
+    assert!(call_err(&mut con, &["RL.SLIDINGLOG", "l", "301", "1"]).contains("<= 300"));
+}

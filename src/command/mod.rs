@@ -28,7 +28,7 @@ use crate::algorithm::Decision;
 use crate::error::Result;
 use crate::server::registry::{self, entry_point, EntryPoint};
 use crate::server::string::Arg;
-use crate::server::{self, effects, info, reply, Ctx};
+use crate::server::{self, config, effects, info, reply, Ctx};
 use crate::time::{ceil_ms, ceil_secs};
 use args::Args;
 
@@ -204,10 +204,13 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
         }
     }
     settings::apply(settings);
+    if !config::register(ctx) {
+        return Err("the server refused the module's configs (ratelimit.*)".into());
+    }
     info::register_info(ctx);
     // Last: it subscribes to server events, and Redis 7.0 does not remove a
     // failed load's subscriptions (the next event would call unloaded code).
-    propagate::init(ctx, settings.propagate_always);
+    propagate::init(ctx, settings::propagate_always());
     Ok(())
 }
 

@@ -1,5 +1,8 @@
-//! Module settings, given as module arguments:
-//! `loadmodule <path> [propagate-always] [sliding-log-max-limit <n>]`.
+//! Module settings, given as module arguments
+//! (`loadmodule <path> [propagate-always] [sliding-log-max-limit <n>]`) or, on
+//! servers with module configs, as the configs `ratelimit.propagate-always`
+//! and `ratelimit.sliding-log-max-limit` (see `server::config`; a config line
+//! wins over a load argument).
 //!
 //! * `propagate-always`: hand every write's effects to the server even when
 //!   nothing consumes them (see [`super::propagate`]).
@@ -10,7 +13,7 @@
 //!
 //! Anything else refuses the load, with a log line.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::server::string::Arg;
@@ -20,6 +23,7 @@ use crate::server::string::Arg;
 pub const SLIDING_LOG_MAX_LIMIT_DEFAULT: i64 = 1_000;
 
 static SLIDING_LOG_MAX_LIMIT: AtomicI64 = AtomicI64::new(SLIDING_LOG_MAX_LIMIT_DEFAULT);
+static PROPAGATE_ALWAYS: AtomicBool = AtomicBool::new(false);
 
 /// The settings of one load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,12 +68,30 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
     Ok(settings)
 }
 
-/// Makes `settings` the ones in force (at the end of a successful load).
+/// Makes `settings` the ones in force (at load, before the server's config
+/// values for the module, if any, are applied: see `server::config`).
 pub fn apply(settings: Settings) {
     SLIDING_LOG_MAX_LIMIT.store(settings.sliding_log_max_limit, Ordering::Relaxed);
+    PROPAGATE_ALWAYS.store(settings.propagate_always, Ordering::Relaxed);
 }
 
 /// The largest `limit` `RL.SLIDINGLOG` accepts now.
 pub fn sliding_log_max_limit() -> i64 {
     SLIDING_LOG_MAX_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Sets the largest `limit` `RL.SLIDINGLOG` accepts (the config
+/// `ratelimit.sliding-log-max-limit`, 1 to `SlidingLog::MAX_LIMIT`).
+pub fn set_sliding_log_max_limit(limit: i64) {
+    SLIDING_LOG_MAX_LIMIT.store(limit.clamp(1, SlidingLog::MAX_LIMIT), Ordering::Relaxed);
+}
+
+/// Whether every write hands its effects over (`propagate-always`).
+pub fn propagate_always() -> bool {
+    PROPAGATE_ALWAYS.load(Ordering::Relaxed)
+}
+
+/// Sets `propagate-always` (at load only: the config is immutable).
+pub fn set_propagate_always(always: bool) {
+    PROPAGATE_ALWAYS.store(always, Ordering::Relaxed);
 }

@@ -1,0 +1,102 @@
+//! Module configs (Redis 7.0+, Valkey): `ratelimit.sliding-log-max-limit` and
+//! `ratelimit.propagate-always` show in `CONFIG GET ratelimit.*`, are set by
+//! `ratelimit.<name> <value>` lines of the server's config (or
+//! `MODULE LOADEX … CONFIG`), change with `CONFIG SET` where that is safe, and
+//! persist with `CONFIG REWRITE`. The values live in `command::settings`; the
+//! load arguments give the defaults.
+
+use std::ffi::{c_char, c_int, c_longlong, c_uint, c_void};
+
+use redis_module::raw::{self, RedisModuleString};
+
+use super::{api_fn, guard, Ctx, ERR, OK};
+use crate::command::settings;
+
+/// Registers the configs with the current settings as defaults, then has the
+/// server apply the values its config gave. False (refuse the load) when the
+/// server refused one; true, doing nothing, where it has no module configs.
+pub fn register(ctx: Ctx) -> bool {
+    let (Some(numeric), Some(boolean), Some(load)) = (
+        api_fn!(RedisModule_RegisterNumericConfig),
+        api_fn!(RedisModule_RegisterBoolConfig),
+        api_fn!(RedisModule_LoadConfigs),
+    ) else {
+        return true;
+    };
+    let max = crate::algorithm::sliding_log::SlidingLog::MAX_LIMIT;
+    // SAFETY: the load context; the name is static; the callbacks are static
+    // functions that take no private data.
+    let limit = unsafe {
+        numeric(
+            ctx.as_ptr(),
+            c"sliding-log-max-limit".as_ptr(),
+            settings::sliding_log_max_limit(),
+            raw::REDISMODULE_CONFIG_DEFAULT as c_uint,
+            1,
+            max,
+            Some(get_sliding_log_max_limit),
+            Some(set_sliding_log_max_limit),
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    // Switching propagation mode while running is not safe (the filter is
+    // registered at load only): the setting is immutable.
+    // SAFETY: as above.
+    let always = unsafe {
+        boolean(
+            ctx.as_ptr(),
+            c"propagate-always".as_ptr(),
+            c_int::from(settings::propagate_always()),
+            raw::REDISMODULE_CONFIG_IMMUTABLE as c_uint,
+            Some(get_propagate_always),
+            Some(set_propagate_always),
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    if limit != OK || always != OK {
+        return false;
+    }
+    // SAFETY: the load context, after registering every config.
+    unsafe { load(ctx.as_ptr()) == OK }
+}
+
+extern "C" fn get_sliding_log_max_limit(_name: *const c_char, _data: *mut c_void) -> c_longlong {
+    guard(settings::sliding_log_max_limit, || 0)
+}
+
+extern "C" fn set_sliding_log_max_limit(
+    _name: *const c_char,
+    value: c_longlong,
+    _data: *mut c_void,
+    _err: *mut *mut RedisModuleString,
+) -> c_int {
+    // The server checked the bounds given at registration.
+    guard(
+        || {
+            settings::set_sliding_log_max_limit(value);
+            OK
+        },
+        || ERR,
+    )
+}
+
+extern "C" fn get_propagate_always(_name: *const c_char, _data: *mut c_void) -> c_int {
+    guard(|| c_int::from(settings::propagate_always()), || 0)
+}
+
+extern "C" fn set_propagate_always(
+    _name: *const c_char,
+    value: c_int,
+    _data: *mut c_void,
+    _err: *mut *mut RedisModuleString,
+) -> c_int {
+    guard(
+        || {
+            settings::set_propagate_always(value != 0);
+            OK
+        },
+        || ERR,
+    )
+}
