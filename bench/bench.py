@@ -65,6 +65,9 @@ LUA_OF = {"RL.GCRA": "Lua GCRA", "RL.TOKENBUCKET": "Lua token bucket", "CL.THROT
 # of issue 12 for RL.ALL with two O(1) limits and PEEK.
 US_TARGET = {"RL.SLIDINGLOG": 3.0, "RL.ALL (GCRA + FIXEDWINDOW)": 1.8, "RL.GCRA PEEK": 1.0}
 US_TARGET_DEFAULT = 1.5
+# The O(1) single commands, held to 1.5 × SET … PX in the backlog run too.
+O1_COMMANDS = {"RL.GCRA", "RL.TOKENBUCKET", "CL.THROTTLE", "RL.FIXEDWINDOW", "RL.SLIDINGWINDOW",
+               "RL.LEAKYBUCKET"}
 RPS_TARGET = 0.7
 
 
@@ -281,6 +284,9 @@ def main():
             checks = []
             us_max = US_TARGET.get(label, US_TARGET_DEFAULT)
             checks.append((f"µs ≤ {us_max}×SET", us / set_us <= us_max))
+            if label in O1_COMMANDS:
+                # Issue 12: with every write propagating, still ≤ 1.5 × SET … PX.
+                checks.append(("backlog µs ≤ 1.5×SET", r_us / rset_us <= 1.5))
             if label not in US_TARGET:
                 checks.append((f"req/s ≥ {RPS_TARGET}×SET", rps / set_rps >= RPS_TARGET))
             if lua:

@@ -22,6 +22,7 @@ use super::{
     ReplyUnit, Spec,
 };
 use crate::error::{Error, Result};
+use crate::server::string::Arg;
 use crate::server::Ctx;
 
 /// The most keys one `RL.ALL` takes.
@@ -110,7 +111,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             }
         }
     }
-    let mut limits = Vec::with_capacity(numkeys);
+    let mut limits: limiter::Few<(Arg, Limit)> = limiter::Few::with_capacity(numkeys);
     let mut at = 2 + numkeys;
     for i in 0..numkeys {
         if at >= args.len() {

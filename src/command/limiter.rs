@@ -13,6 +13,8 @@
 //!    (modified-key signal, keyspace events): a keyspace-event subscriber may
 //!    change the keys from its callback.
 
+use smallvec::SmallVec;
+
 use super::{propagate, throttle::CellGcra};
 use crate::algorithm::all;
 use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
@@ -31,6 +33,9 @@ use crate::server::Ctx;
 use crate::time::{ceil_ms, server_now_us};
 
 use super::sliding_log::{self as log_glue, ZsetLog};
+
+/// The limits of one call, kept inline for up to 4 (no allocation).
+pub type Few<T> = SmallVec<[T; 4]>;
 
 /// One limit: an algorithm with its validated parameters.
 #[derive(Debug, Clone, Copy)]
@@ -156,17 +161,17 @@ pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<
 /// otherwise the one with the fewest `remaining` (the first on ties).
 pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<(Decision, usize)> {
     let now_us = server_now_us();
-    let mut planned = Vec::with_capacity(limits.len());
+    let mut planned: Few<Planned> = Few::with_capacity(limits.len());
     for &(name, limit) in limits {
         planned.push(plan(ctx, name, &limit, now_us, options)?);
     }
-    let decisions: Vec<Decision> = planned.iter().map(|p| p.decision).collect();
+    let decisions: Few<Decision> = planned.iter().map(|p| p.decision).collect();
     let (binding, decision, allowed) = all::binding(&decisions).ok_or(Error::LimitCount)?;
     if options.peek {
         return Ok((decision, binding));
     }
-    let mut keys = Vec::with_capacity(planned.len());
-    let mut writes = Vec::with_capacity(planned.len());
+    let mut keys: Few<Key> = Few::with_capacity(planned.len());
+    let mut writes: Few<(Arg, Write)> = Few::with_capacity(planned.len());
     for p in planned {
         let write = if allowed {
             p.commit
@@ -178,7 +183,7 @@ pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<(Deci
         keys.push(p.key);
         writes.push((p.name, write));
     }
-    let mut effects = Vec::with_capacity(writes.len());
+    let mut effects: Few<Effect> = Few::with_capacity(writes.len());
     for (key, (_, write)) in keys.iter_mut().zip(&writes) {
         effects.push(apply(ctx, key, write)?);
     }
