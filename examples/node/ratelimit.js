@@ -6,7 +6,9 @@
 // styles since the IETF draft still moves:
 //   IETF (draft-ietf-httpapi-ratelimit-headers-10):
 //     RateLimit-Policy: "<name>";q=<limit>;w=<window s>
-//     RateLimit: "<name>";r=<remaining>;t=<seconds until full>
+//     RateLimit: "<name>";r=<remaining>;t=<seconds>, where t is when more
+//     quota comes: retry_after on a refusal that can pass later (so that
+//     Retry-After is never earlier than t), else the time until full
 //   legacy: X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset.
 // A refused request also gets Retry-After (seconds, rounded up). A request
 // that can never pass (cost above the limit: retry_after -1) gets 429
@@ -66,16 +68,17 @@ class RateLimiter {
     }
     const [limited, limit, remaining, retryAfterMs, resetAfterMs] = reply;
     const resetS = Math.ceil(resetAfterMs / 1000);
+    const retryS = limited && retryAfterMs >= 0 ? Math.max(1, Math.ceil(retryAfterMs / 1000)) : null;
     const headers = {
       'RateLimit-Policy': this.policy(limit),
-      RateLimit: `"${this.name}";r=${remaining};t=${resetS}`,
+      RateLimit: `"${this.name}";r=${remaining};t=${retryS ?? resetS}`,
       'X-RateLimit-Limit': String(limit),
       'X-RateLimit-Remaining': String(remaining),
       'X-RateLimit-Reset': String(resetS),
     };
     if (!limited) return { allowed: true, status: 200, headers };
-    if (retryAfterMs >= 0) {
-      headers['Retry-After'] = String(Math.max(1, Math.ceil(retryAfterMs / 1000)));
+    if (retryS !== null) {
+      headers['Retry-After'] = String(retryS);
       this.remember(key, retryAfterMs);
     }
     return { allowed: false, status: 429, headers };

@@ -6,7 +6,9 @@ styles since the IETF draft still moves:
 
 * IETF (draft-ietf-httpapi-ratelimit-headers-10):
   ``RateLimit-Policy: "<name>";q=<limit>;w=<window s>`` and
-  ``RateLimit: "<name>";r=<remaining>;t=<seconds until full>``;
+  ``RateLimit: "<name>";r=<remaining>;t=<seconds>``, where ``t`` is when more
+  quota comes: ``retry_after`` on a refusal that can pass later (so that
+  ``Retry-After`` is never earlier than ``t``), else the time until full;
 * legacy: ``X-RateLimit-Limit``, ``X-RateLimit-Remaining``,
   ``X-RateLimit-Reset`` (seconds until full).
 
@@ -96,17 +98,19 @@ class RateLimiter:
                 return Result(True, 200)
             return Result(False, 503, {"Retry-After": "1"})
         reset_s = math.ceil(reset_after_ms / 1000)
+        retry_s = max(1, math.ceil(retry_after_ms / 1000)) if limited and retry_after_ms >= 0 else None
+        t = retry_s if retry_s is not None else reset_s
         headers = {
             "RateLimit-Policy": self._policy(limit),
-            "RateLimit": f'"{self.name}";r={remaining};t={reset_s}',
+            "RateLimit": f'"{self.name}";r={remaining};t={t}',
             "X-RateLimit-Limit": str(limit),
             "X-RateLimit-Remaining": str(remaining),
             "X-RateLimit-Reset": str(reset_s),
         }
         if not limited:
             return Result(True, 200, headers)
-        if retry_after_ms >= 0:
-            headers["Retry-After"] = str(max(1, math.ceil(retry_after_ms / 1000)))
+        if retry_s is not None:
+            headers["Retry-After"] = str(retry_s)
             self._remember(key, retry_after_ms)
         # retry_after -1: the cost is above the limit, no retry can pass.
         return Result(False, 429, headers)

@@ -83,7 +83,8 @@ class ExampleTest(unittest.TestCase):
         status, headers = self.get(server, "alice")
         self.assertEqual(status, 429)
         self.assertEqual(headers["Retry-After"], "1")
-        self.assertEqual(headers["RateLimit"], '"api";r=0;t=5')
+        # On a refusal `t` is when more quota comes, as Retry-After.
+        self.assertEqual(headers["RateLimit"], '"api";r=0;t=1')
         # Another user is not affected.
         self.assertEqual(self.get(server, "bob")[0], 200)
 
