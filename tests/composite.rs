@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{call_err, info_int, query, snapshot, wait_for_sync, Server};
+use common::{call_err, info_field, info_int, query, snapshot, wait_for_sync, Server};
 
 /// Runs a command that replies with integers.
 fn ints(con: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
@@ -549,4 +549,43 @@ fn refund_gives_tokens_back_and_a_full_limiter_loses_its_key() {
     );
     let r = ints(&mut con, &["RL.FIXEDWINDOW", "b", "1", "600"]);
     assert_eq!(r[0], 1, "the refund lifted the block: {r:?}");
+}
+
+#[test]
+fn info_ratelimit_counts_each_commands_decisions_exactly() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let gcra = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = ["RL.GCRA", "s", "2", "1", "60"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    run(&mut con, &gcra(&["TOKENS", "2"])); // allowed, 2 tokens
+    run(&mut con, &gcra(&[])); // allowed, 1 token (3 of 3 now)
+    run(&mut con, &gcra(&["PEEK"])); // limited (would be)
+    run(&mut con, &gcra(&["BLOCK", "60"])); // limited by the limiter, blocks
+    run(&mut con, &gcra(&[])); // limited by the block
+    run(&mut con, &gcra(&["REFUND", "1"])); // allowed, takes nothing
+    ints(
+        &mut con,
+        &["RL.ALL", "1", "t", "FIXEDWINDOW", "10", "60", "TOKENS", "3"],
+    );
+    let line = info_field(&mut con, "ratelimit", "ratelimit_cmdstat_rl.gcra");
+    assert_eq!(
+        line,
+        "calls_allowed=3,calls_limited=3,tokens_allowed=3,blocked=1"
+    );
+    let line = info_field(&mut con, "ratelimit", "ratelimit_cmdstat_rl.all");
+    assert_eq!(
+        line,
+        "calls_allowed=1,calls_limited=0,tokens_allowed=3,blocked=0"
+    );
+    let line = info_field(&mut con, "ratelimit", "ratelimit_cmdstat_rl.tokenbucket");
+    assert_eq!(
+        line,
+        "calls_allowed=0,calls_limited=0,tokens_allowed=0,blocked=0"
+    );
 }

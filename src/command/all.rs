@@ -30,6 +30,7 @@ pub const MAX_KEYS: i64 = 64;
 
 pub const SPEC: Spec = Spec {
     name: c"rl.all",
+    stat_name: c"cmdstat_rl.all",
     min_argc: 4,
     max_argc: None,
     unit: ReplyUnit::Millis,
@@ -59,7 +60,11 @@ pub const SPEC: Spec = Spec {
         ],
     },
     handler,
+    stats: &STATS,
 };
+
+/// The command's statistics (`INFO ratelimit`).
+static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 /// Parses a limit's parameters starting at an argument index.
 type Parse = fn(&Args, usize) -> Result<Limit>;
@@ -131,11 +136,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         return Err(Error::LimitCount);
     }
     let options = args.options(at)?;
-    let (decision, binding) = limiter::run(ctx, &limits, &options)?;
-    Ok(Answer {
-        decision,
-        position: Some(binding as i64 + 1),
-    })
+    limiter::run(ctx, &limits, &options)
 }
 
 fn is_option(word: &[u8]) -> bool {

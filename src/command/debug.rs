@@ -9,6 +9,7 @@ use crate::error::Result;
 
 pub const SPEC: Spec = Spec {
     name: c"rl.debugpanic",
+    stat_name: c"cmdstat_rl.debugpanic",
     min_argc: 1,
     max_argc: None,
     unit: ReplyUnit::Millis,
@@ -22,7 +23,11 @@ pub const SPEC: Spec = Spec {
         args: &[],
     },
     handler,
+    stats: &STATS,
 };
+
+/// The command's statistics (`INFO ratelimit`).
+static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 fn handler(_ctx: Ctx, args: &Args) -> Result<Answer> {
     panic!("RL.DEBUGPANIC called with {} arguments", args.len());

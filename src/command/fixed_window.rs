@@ -13,6 +13,7 @@ use crate::error::Result;
 
 pub const SPEC: Spec = Spec {
     name: c"rl.fixedwindow",
+    stat_name: c"cmdstat_rl.fixedwindow",
     min_argc: 4,
     max_argc: None,
     unit: ReplyUnit::Millis,
@@ -26,7 +27,11 @@ pub const SPEC: Spec = Spec {
         args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
     },
     handler,
+    stats: &STATS,
 };
+
+/// The command's statistics (`INFO ratelimit`).
+static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 /// The number of parameters after the key: `limit window`.
 pub const PARAMS: usize = 2;
@@ -42,5 +47,5 @@ pub fn parse(args: &Args, at: usize) -> Result<Limit> {
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let limit = parse(args, 2)?;
     let options = args.options(2 + PARAMS)?;
-    limiter::run_one(ctx, args.arg(1)?, &limit, &options).map(Answer::from)
+    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
 }

@@ -15,7 +15,7 @@
 
 use smallvec::SmallVec;
 
-use super::{propagate, throttle::CellGcra};
+use super::{propagate, throttle::CellGcra, Answer};
 use crate::algorithm::all;
 use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
 use crate::algorithm::fixed_window::FixedWindow;
@@ -113,6 +113,8 @@ struct Planned<'a> {
     name: Arg<'a>,
     key: Key<'a>,
     decision: Decision,
+    /// Refused by a block in force.
+    blocked: bool,
     commit: Write,
     block: Write,
 }
@@ -136,22 +138,24 @@ enum Effect<'w> {
 
 /// Decides one limiter: the whole life of a single command's call (as
 /// [`run`] with one limit, without its allocations).
-pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Decision> {
+pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Answer> {
     let Planned {
         mut key,
         decision,
+        blocked,
         commit,
         block,
         ..
     } = plan(ctx, name, limit, server_now_us(), options)?;
+    let answer = Answer::new(decision, None, blocked, options);
     if options.peek {
-        return Ok(decision);
+        return Ok(answer);
     }
     let write = if decision.limited { &block } else { &commit };
     let effect = apply(ctx, &mut key, write)?;
     drop(key); // closes it
     announce(ctx, name, &effect)?;
-    Ok(decision)
+    Ok(answer)
 }
 
 /// Decides every `(key, limit)` at once (the keys are distinct): allowed only
@@ -159,7 +163,7 @@ pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<
 /// binding limit's decision and its 0-based position: when limited, the
 /// refusing limit with the longest `retry_after` ("never" counts longest);
 /// otherwise the one with the fewest `remaining` (the first on ties).
-pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<(Decision, usize)> {
+pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<Answer> {
     let now_us = server_now_us();
     let mut planned: Few<Planned> = Few::with_capacity(limits.len());
     for &(name, limit) in limits {
@@ -167,8 +171,10 @@ pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<(Deci
     }
     let decisions: Few<Decision> = planned.iter().map(|p| p.decision).collect();
     let (binding, decision, allowed) = all::binding(&decisions).ok_or(Error::LimitCount)?;
+    let blocked = planned.iter().any(|p| p.blocked);
+    let answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
     if options.peek {
-        return Ok((decision, binding));
+        return Ok(answer);
     }
     let mut keys: Few<Key> = Few::with_capacity(planned.len());
     let mut writes: Few<(Arg, Write)> = Few::with_capacity(planned.len());
@@ -191,7 +197,7 @@ pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<(Deci
     for ((name, _), effect) in writes.iter().zip(&effects) {
         announce(ctx, *name, effect)?;
     }
-    Ok((decision, binding))
+    Ok(answer)
 }
 
 fn plan<'a>(
@@ -318,6 +324,7 @@ fn plan_string<'a, A: Algorithm>(
         name,
         key,
         decision,
+        blocked: in_force.is_some() && matches!(options.op, Op::Take(_)),
         commit,
         block: block_write,
     })
@@ -391,6 +398,7 @@ fn plan_log<'a>(
         name,
         key,
         decision,
+        blocked: in_force.is_some() && matches!(options.op, Op::Take(_)),
         commit,
         block: block_write,
     })

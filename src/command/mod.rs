@@ -19,6 +19,7 @@ pub mod propagate;
 pub mod settings;
 pub mod sliding_log;
 pub mod sliding_window;
+pub mod stats;
 pub mod throttle;
 pub mod token_bucket;
 
@@ -62,6 +63,8 @@ pub fn reply_fields(d: &Decision, unit: ReplyUnit) -> [i64; 5] {
 pub struct Spec {
     /// The command name, lower case, as registered.
     pub name: &'static CStr,
+    /// Its line in `INFO ratelimit` (`cmdstat_rl.gcra`).
+    pub stat_name: &'static CStr,
     /// Fewest arguments including the command name; fewer get the server's
     /// standard arity error.
     pub min_argc: usize,
@@ -77,21 +80,39 @@ pub struct Spec {
     /// Parses the arguments, decides, writes, propagates and notifies;
     /// returns what to reply.
     pub handler: fn(Ctx, &Args) -> Result<Answer>,
+    /// Its statistics (`INFO ratelimit`).
+    pub stats: &'static stats::CommandStats,
 }
 
 /// What a command replies: the five integers of a decision, and for
-/// `RL.ALL` a sixth, the binding limit's 1-based position.
+/// `RL.ALL` a sixth, the binding limit's 1-based position; and what its
+/// statistics count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Answer {
     pub decision: Decision,
     pub position: Option<i64>,
+    /// Refused by a block in force.
+    pub blocked: bool,
+    /// Tokens taken (0 when limited, for `PEEK` and for refunds).
+    pub taken: i64,
 }
 
-impl From<Decision> for Answer {
-    fn from(decision: Decision) -> Self {
+impl Answer {
+    pub fn new(
+        decision: Decision,
+        position: Option<i64>,
+        blocked: bool,
+        options: &limiter::Options,
+    ) -> Self {
+        let taken = match options.op {
+            limiter::Op::Take(n) if !decision.limited && !options.peek => n,
+            _ => 0,
+        };
         Self {
             decision,
-            position: None,
+            position,
+            blocked,
+            taken,
         }
     }
 }
@@ -113,14 +134,20 @@ pub fn run(ctx: Ctx, argv: &[Arg], spec: &Spec) -> c_int {
     if argc < spec.min_argc || spec.max_argc.is_some_and(|max| argc > max) {
         return reply::wrong_arity(ctx);
     }
-    match (spec.handler)(ctx, &Args::new(argv)) {
+    let answer = (spec.handler)(ctx, &Args::new(argv));
+    if let Ok(answer) = &answer {
+        spec.stats.record(answer);
+    }
+    match answer {
         Ok(Answer {
             decision,
             position: None,
+            ..
         }) => reply::integers(ctx, &reply_fields(&decision, spec.unit)),
         Ok(Answer {
             decision,
             position: Some(position),
+            ..
         }) => {
             let [a, b, c, d, e] = reply_fields(&decision, spec.unit);
             reply::integers(ctx, &[a, b, c, d, e, position])
@@ -214,11 +241,15 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// The `INFO ratelimit` section: propagation's counters and the settings.
+/// The `INFO ratelimit` section: propagation's counters, the settings, and
+/// one line per command, `ratelimit_cmdstat_<command>:calls_allowed=…,…`.
 pub fn write_info(out: &mut info::InfoWriter) {
     propagate::write_info(out);
     let max = settings::sliding_log_max_limit();
     out.field(c"sliding_log_max_limit", u64::try_from(max).unwrap_or(0));
+    for (spec, _) in COMMANDS.iter() {
+        spec.stats.write(out, spec.stat_name);
+    }
 }
 
 /// Frees what [`load`] created (at `MODULE UNLOAD`, or after a refused load).

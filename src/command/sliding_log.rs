@@ -34,6 +34,7 @@ use crate::time::ceil_ms;
 
 pub const SPEC: Spec = Spec {
     name: c"rl.slidinglog",
+    stat_name: c"cmdstat_rl.slidinglog",
     min_argc: 4,
     max_argc: None,
     unit: ReplyUnit::Millis,
@@ -47,7 +48,11 @@ pub const SPEC: Spec = Spec {
         args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
     },
     handler,
+    stats: &STATS,
 };
+
+/// The command's statistics (`INFO ratelimit`).
+static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 /// The number of parameters after the key: `limit window`.
 pub const PARAMS: usize = 2;
@@ -63,7 +68,7 @@ pub fn parse(args: &Args, at: usize) -> Result<Limit> {
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let limit = parse(args, 2)?;
     let options = args.options(2 + PARAMS)?;
-    limiter::run_one(ctx, args.arg(1)?, &limit, &options).map(Answer::from)
+    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
 }
 
 /// Validates `limit window` of a sliding log, `limit` also against the

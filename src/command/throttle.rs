@@ -25,6 +25,7 @@ use crate::time::US_PER_SEC;
 
 pub const SPEC: Spec = Spec {
     name: c"cl.throttle",
+    stat_name: c"cmdstat_cl.throttle",
     min_argc: 5,
     max_argc: Some(6),
     unit: ReplyUnit::Seconds,
@@ -50,7 +51,11 @@ pub const SPEC: Spec = Spec {
         ],
     },
     handler,
+    stats: &STATS,
 };
+
+/// The command's statistics (`INFO ratelimit`).
+static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 /// Stored TATs at or above this are redis-cell's nanoseconds.
 const NANOSECOND_TAT_FLOOR: i64 = 100_000_000_000_000_000;
@@ -116,7 +121,6 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         &Limit::Throttle(CellGcra(gcra)),
         &options,
     )
-    .map(Answer::from)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::error::Result;
 
 pub const SPEC: Spec = Spec {
     name: c"rl.tokenbucket",
+    stat_name: c"cmdstat_rl.tokenbucket",
     min_argc: 5,
     max_argc: None,
     unit: ReplyUnit::Millis,
@@ -27,7 +28,11 @@ pub const SPEC: Spec = Spec {
         args: &[docs::KEY, docs::int(c"capacity"), docs::int(c"refill_tokens"), docs::seconds(c"refill_period"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
     },
     handler,
+    stats: &STATS,
 };
+
+/// The command's statistics (`INFO ratelimit`).
+static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 /// The number of parameters after the key: `capacity refill_tokens refill_period`.
 pub const PARAMS: usize = 3;
@@ -48,5 +53,5 @@ pub fn parse(args: &Args, at: usize) -> Result<Limit> {
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let limit = parse(args, 2)?;
     let options = args.options(2 + PARAMS)?;
-    limiter::run_one(ctx, args.arg(1)?, &limit, &options).map(Answer::from)
+    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
 }
