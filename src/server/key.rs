@@ -120,8 +120,11 @@ impl<'a> Key<'a> {
             // SAFETY: the key is open for writing.
             unsafe { delete(self.ptr()) };
         }
+        // A string of the right length is written in place: DMA in write
+        // mode unshares it and makes it raw.
+        let sized = old_len == Some(value.len());
         // SAFETY: the key is open for writing (empty or a string).
-        if unsafe { truncate(self.ptr(), value.len()) } != OK {
+        if !sized && unsafe { truncate(self.ptr(), value.len()) } != OK {
             return Err(Error::Internal {
                 what: "could not size the string",
             });
