@@ -2,8 +2,10 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 REDIS_SERVER ?= redis-server
-MODULE_RELEASE := target/release/libredis_ratelimit.so
-MODULE_DEBUG := target/debug/libredis_ratelimit.so
+# Cargo's target directory: target/, or CARGO_TARGET_DIR when set (as cargo reads it).
+TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
+MODULE_RELEASE := $(TARGET_DIR)/release/libredis_ratelimit.so
+MODULE_DEBUG := $(TARGET_DIR)/debug/libredis_ratelimit.so
 
 # make run listens here (127.0.0.1); make run PORT=6380 for another port.
 PORT ?= 6379
@@ -33,36 +35,36 @@ run: build ## Build, then start redis-server with the module on 127.0.0.1:6379 (
 	$(REDIS_SERVER) redis.conf --port $(PORT)
 
 test: build-debug ## Build and run every test: unit, property and integration (real redis-server)
-	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test
+	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test
 	# The pure core once more in the release profile: no panic in any build profile.
 	$(CARGO) test --release --lib
 
 test-release: build ## The integration tests against the release module (what users load)
-	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --release --test '*'
+	RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --release --test '*'
 
 test-examples: build ## Run examples/python and examples/node against a real server with the module
 	@scripts/setup.sh examples
-	scripts/test-examples.sh $(CURDIR)/$(MODULE_RELEASE)
+	scripts/test-examples.sh $(MODULE_RELEASE)
 
 dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, LICENSE, config snippet) and dist/SHA256SUMS
 	@scripts/setup.sh packages
-	scripts/dist.sh tarball $(VERSION) $(ARCH) $(CURDIR)/$(MODULE_RELEASE)
+	scripts/dist.sh tarball $(VERSION) $(ARCH) $(MODULE_RELEASE)
 
 deb: build ## Build dist/redis-ratelimit_<version>_<arch>.deb (module in /usr/lib/redis/modules/, snippet /etc/redis/ratelimit.conf)
 	@scripts/setup.sh packages
-	scripts/dist.sh deb $(VERSION) $(DEB_ARCH) $(CURDIR)/$(MODULE_RELEASE)
+	scripts/dist.sh deb $(VERSION) $(DEB_ARCH) $(MODULE_RELEASE)
 
 test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball
 	scripts/test-packages.sh $(VERSION) $(ARCH) $(DEB_ARCH)
 
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test
-	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*' -- --ignored
+	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*' -- --ignored
 
 test-unit: setup ## Only the unit and property tests (no server needed)
 	$(CARGO) test --lib
 
 test-integration: build-debug ## Only the integration tests against a real redis-server
-	RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*'
+	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*'
 
 # The servers `make compat` runs the integration tests against: the default one
 # (Debian 12: Redis 7.0), then those scripts/servers.sh prepares under build/servers/.
@@ -73,7 +75,7 @@ compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0 
 	@failed=(); \
 	for server in $(COMPAT_SERVERS); do \
 	  echo "== compat: $$server: $$($$server --version 2>&1)"; \
-	  if RATELIMIT_MODULE=$(CURDIR)/$(MODULE_DEBUG) REDIS_SERVER=$$server $(CARGO) test --test '*'; then \
+	  if RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$$server $(CARGO) test --test '*'; then \
 	    echo "== compat: $$server: ok"; \
 	  else \
 	    echo "== compat: $$server: FAILED"; failed+=("$$server"); \
@@ -84,7 +86,7 @@ compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0 
 
 test-memcheck: build-debug ## The fuzz test (reduced) against Redis 7.0 (MALLOC=libc) under valgrind memcheck: 0 errors
 	@scripts/setup.sh memcheck
-	scripts/memcheck.sh $(CURDIR)/$(MODULE_DEBUG)
+	scripts/memcheck.sh $(MODULE_DEBUG)
 
 lint: setup ## cargo fmt --check and cargo clippy -D warnings
 	$(CARGO) fmt --all -- --check
@@ -94,7 +96,7 @@ fmt: ## Format the code
 	$(CARGO) fmt --all
 
 bench: build ## Benchmark every command vs SET … PX, INCR and Lua; writes bench/README.md
-	python3 bench/bench.py --module $(CURDIR)/$(MODULE_RELEASE) --write-readme
+	python3 bench/bench.py --module $(MODULE_RELEASE) --write-readme
 
 clean: ## Remove build products (target/, dist/)
 	$(CARGO) clean
