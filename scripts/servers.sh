@@ -103,7 +103,7 @@ EOF
     -o "Acquire::Languages=none"
     -o "APT::Sandbox::User=root"
   )
-  log "apt-get update (bookworm-backports, trixie sources) from $mirror"
+  log "apt-get update (bookworm-backports; trixie and bookworm sources) from $mirror"
   local t0=$SECONDS
   apt-get "${apt_opts[@]}" -qq update </dev/null ||
     die "apt-get update with $aptdir/sources.list failed"

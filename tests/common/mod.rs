@@ -3,7 +3,12 @@
 //!
 //! * `RATELIMIT_MODULE` — path of the module (default: the debug build,
 //!   `target/debug/libredis_ratelimit.so`; `make test` builds it first);
-//! * `REDIS_SERVER` — the server binary (default: `redis-server` on `PATH`).
+//! * `REDIS_SERVER` — the server binary (default: `redis-server` on `PATH`);
+//! * `RATELIMIT_TEST_STARTUP_SECS` — how long a server may take to start
+//!   (default 10 s; valgrind needs longer);
+//! * `RATELIMIT_TEST_STOP_SECS` — when set, a dropped server gets `SIGTERM`
+//!   and that long to exit before `SIGKILL` (so that a server under valgrind
+//!   writes its error summary); by default it is killed at once.
 #![allow(dead_code)] // each test binary uses its own part of the harness
 
 use std::net::TcpListener;
@@ -39,6 +44,16 @@ fn startup_timeout() -> Duration {
         .and_then(|s| s.parse().ok())
         .unwrap_or(10);
     Duration::from_secs(secs)
+}
+
+/// How long a dropped server may take to exit after `SIGTERM`; `None`
+/// (the default): `SIGKILL` at once.
+fn stop_timeout() -> Option<Duration> {
+    let secs: u64 = std::env::var("RATELIMIT_TEST_STOP_SECS")
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs))
 }
 
 /// A free loopback port ≤ 55535 (so that a cluster bus at port + 10000 fits).
@@ -160,6 +175,20 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if let (Some(timeout), Ok(None)) = (stop_timeout(), self.child.try_wait()) {
+            if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
+                // SAFETY: a plain kill(2) on our own child, which has not
+                // been reaped (try_wait said it runs), so the pid is its own.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                let deadline = Instant::now() + timeout;
+                while Instant::now() < deadline {
+                    if !matches!(self.child.try_wait(), Ok(None)) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
