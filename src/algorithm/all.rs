@@ -18,14 +18,14 @@ use super::Decision;
 ///     limited, limit: 10, remaining, retry_after_us: retry, reset_after_us: 0,
 /// };
 /// // Allowed by both: the one with the fewest remaining binds.
-/// assert_eq!(binding(&[d(false, 5, None), d(false, 2, None)]).map(|b| b.0), Some(1));
+/// assert_eq!(binding([d(false, 5, None), d(false, 2, None)]).map(|b| b.0), Some(1));
 /// // Refused by one: it binds, and the call is refused.
-/// let (at, decision, allowed) = binding(&[d(false, 1, None), d(true, 0, Some(7))]).unwrap();
+/// let (at, decision, allowed) = binding([d(false, 1, None), d(true, 0, Some(7))]).unwrap();
 /// assert_eq!((at, decision.limited, allowed), (1, true, false));
 /// ```
-pub fn binding(decisions: &[Decision]) -> Option<(usize, Decision, bool)> {
+pub fn binding(decisions: impl IntoIterator<Item = Decision>) -> Option<(usize, Decision, bool)> {
     let mut best: Option<(usize, Decision)> = None;
-    for (i, &d) in decisions.iter().enumerate() {
+    for (i, d) in decisions.into_iter().enumerate() {
         let better = match best {
             None => true,
             Some((_, b)) => match (d.limited, b.limited) {

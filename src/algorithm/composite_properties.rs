@@ -206,7 +206,7 @@ proptest! {
             now += gap;
             let oa = gcra.decide(a, now, cost).unwrap();
             let ob = fw.decide(b, now, cost).unwrap();
-            let (at, d, allowed) = binding(&[oa.decision, ob.decision]).unwrap();
+            let (at, d, allowed) = binding([oa.decision, ob.decision]).unwrap();
             prop_assert_eq!(allowed, !oa.decision.limited && !ob.decision.limited);
             prop_assert_eq!(d, [oa.decision, ob.decision][at]);
             if !allowed {

@@ -10,6 +10,15 @@ use crate::error::{Error, Result};
 use crate::server::string::Arg;
 use crate::time::seconds_to_us;
 
+/// Whether `word` is the keyword `name` (ASCII letters only), ignoring
+/// case. Exact for letter-only keywords: `b | 0x20` equals a lowercase letter
+/// only for that letter and its uppercase; a few instructions a byte, where
+/// `eq_ignore_ascii_case` costs several times that on the hot path.
+pub fn is_keyword(word: &[u8], name: &[u8]) -> bool {
+    debug_assert!(name.iter().all(u8::is_ascii_alphabetic));
+    word.len() == name.len() && word.iter().zip(name).all(|(w, n)| (w | 0x20) == (n | 0x20))
+}
+
 /// The arguments of one call, `argv[0]` being the command name.
 pub struct Args<'a> {
     argv: &'a [Arg<'a>],
@@ -83,21 +92,21 @@ impl<'a> Args<'a> {
         let mut i = from;
         while i < self.len() {
             let word = self.bytes(i)?;
-            if word.eq_ignore_ascii_case(b"TOKENS") || word.eq_ignore_ascii_case(b"REFUND") {
+            if is_keyword(word, b"TOKENS") || is_keyword(word, b"REFUND") {
                 if op_seen {
                     return Err(Error::Syntax);
                 }
                 op_seen = true;
-                options.op = if word.eq_ignore_ascii_case(b"TOKENS") {
+                options.op = if is_keyword(word, b"TOKENS") {
                     Op::Take(self.integer_at_least(i + 1, "TOKENS", 1, ">= 1")?)
                 } else {
                     Op::Refund(self.integer_at_least(i + 1, "REFUND", 1, ">= 1")?)
                 };
                 i += 2;
-            } else if word.eq_ignore_ascii_case(b"PEEK") && !options.peek {
+            } else if is_keyword(word, b"PEEK") && !options.peek {
                 options.peek = true;
                 i += 1;
-            } else if word.eq_ignore_ascii_case(b"BLOCK") && !block_seen {
+            } else if is_keyword(word, b"BLOCK") && !block_seen {
                 block_seen = true;
                 options.block_us = Some(self.seconds_as_us(i + 1, "BLOCK")?);
                 i += 2;
@@ -106,5 +115,33 @@ impl<'a> Args<'a> {
             }
         }
         Ok(options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_keyword;
+
+    #[test]
+    fn keywords_match_in_any_case_and_nothing_else() {
+        for word in [&b"TOKENS"[..], b"tokens", b"ToKeNs"] {
+            assert!(is_keyword(word, b"TOKENS"));
+        }
+        // Same length, one byte off by 0x20 in a non-letter, or another letter.
+        for word in [
+            &b"TOKEN"[..],
+            b"TOKENSS",
+            b"TOKEN\x13",
+            b"TOKEN3",
+            b"TOKENT",
+            b"",
+        ] {
+            assert!(!is_keyword(word, b"TOKENS"), "{word:?}");
+        }
+        // Every byte that is not one of the two cases of a letter is refused.
+        for b in 0..=255u8 {
+            let expected = b == b'P' || b == b'p';
+            assert_eq!(is_keyword(&[b], b"P"), expected, "{b}");
+        }
     }
 }

@@ -108,15 +108,16 @@ enum Write {
     },
 }
 
-/// One limiter of a call, planned.
+/// One limiter of a call, planned (its key, open, is kept apart).
 struct Planned<'a> {
     name: Arg<'a>,
-    key: Key<'a>,
     decision: Decision,
     /// Refused by a block in force.
     blocked: bool,
-    commit: Write,
-    block: Write,
+    /// What the call writes to this key when it is applied: the new state of
+    /// an allowed request or a refund, or, when this limit refuses, the
+    /// block `BLOCK` asked for (the two never both exist).
+    write: Write,
 }
 
 /// What was written to one key, to propagate and announce once every key
@@ -139,22 +140,23 @@ enum Effect<'w> {
 /// Decides one limiter: the whole life of a single command's call (as
 /// [`run`] with one limit, without its allocations).
 pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Answer> {
-    let Planned {
+    let (
         mut key,
-        decision,
-        blocked,
-        commit,
-        block,
-        ..
-    } = plan(ctx, name, limit, server_now_us(), options)?;
+        Planned {
+            decision,
+            blocked,
+            write,
+            ..
+        },
+    ) = plan(ctx, name, limit, server_now_us(), options)?;
     let answer = Answer::new(decision, None, blocked, options);
     if options.peek {
         return Ok(answer);
     }
-    let write = if decision.limited { &block } else { &commit };
-    let effect = apply(ctx, &mut key, write)?;
+    let effect = apply(ctx, &mut key, &write)?;
     drop(key); // closes it
-    announce(ctx, name, &effect)?;
+    let mut propagating = None;
+    announce(ctx, name, &effect, &mut propagating)?;
     Ok(answer)
 }
 
@@ -165,37 +167,34 @@ pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<
 /// otherwise the one with the fewest `remaining` (the first on ties).
 pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<Answer> {
     let now_us = server_now_us();
+    let mut keys: Few<Key> = Few::with_capacity(limits.len());
     let mut planned: Few<Planned> = Few::with_capacity(limits.len());
-    for &(name, limit) in limits {
-        planned.push(plan(ctx, name, &limit, now_us, options)?);
+    for &(name, ref limit) in limits {
+        let (key, p) = plan(ctx, name, limit, now_us, options)?;
+        keys.push(key);
+        planned.push(p);
     }
-    let decisions: Few<Decision> = planned.iter().map(|p| p.decision).collect();
-    let (binding, decision, allowed) = all::binding(&decisions).ok_or(Error::LimitCount)?;
+    let (binding, decision, allowed) =
+        all::binding(planned.iter().map(|p| p.decision)).ok_or(Error::LimitCount)?;
     let blocked = planned.iter().any(|p| p.blocked);
     let answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
     if options.peek {
         return Ok(answer);
     }
-    let mut keys: Few<Key> = Few::with_capacity(planned.len());
-    let mut writes: Few<(Arg, Write)> = Few::with_capacity(planned.len());
-    for p in planned {
-        let write = if allowed {
-            p.commit
-        } else if p.decision.limited {
-            p.block
+    // Allowed: every key takes its tokens. Refused: only the refusing
+    // limits write (their BLOCK, when asked for).
+    let mut effects: Few<Effect> = Few::with_capacity(planned.len());
+    for (key, p) in keys.iter_mut().zip(&planned) {
+        effects.push(if allowed || p.decision.limited {
+            apply(ctx, key, &p.write)?
         } else {
-            Write::Nothing
-        };
-        keys.push(p.key);
-        writes.push((p.name, write));
-    }
-    let mut effects: Few<Effect> = Few::with_capacity(writes.len());
-    for (key, (_, write)) in keys.iter_mut().zip(&writes) {
-        effects.push(apply(ctx, key, write)?);
+            Effect::Nothing
+        });
     }
     drop(keys); // closes every key
-    for ((name, _), effect) in writes.iter().zip(&effects) {
-        announce(ctx, *name, effect)?;
+    let mut propagating = None;
+    for (p, effect) in planned.iter().zip(&effects) {
+        announce(ctx, p.name, effect, &mut propagating)?;
     }
     Ok(answer)
 }
@@ -206,7 +205,7 @@ fn plan<'a>(
     limit: &Limit,
     now_us: i64,
     options: &Options,
-) -> Result<Planned<'a>> {
+) -> Result<(Key<'a>, Planned<'a>)> {
     let key = Key::open(ctx, name)?;
     match limit {
         Limit::Gcra(a) => plan_string(key, name, a, "RL.GCRA", now_us, options),
@@ -254,7 +253,7 @@ fn plan_string<'a, A: Algorithm>(
     command: &'static str,
     now_us: i64,
     options: &Options,
-) -> Result<Planned<'a>> {
+) -> Result<(Key<'a>, Planned<'a>)> {
     let invalid = Error::InvalidState { command };
     let stored = key.string()?;
     let old_len = stored.map(<[u8]>::len);
@@ -320,14 +319,20 @@ fn plan_string<'a, A: Algorithm>(
             (refunded.decision, commit, Write::Nothing)
         }
     };
-    Ok(Planned {
-        name,
+    let write = if decision.limited {
+        block_write
+    } else {
+        commit
+    };
+    Ok((
         key,
-        decision,
-        blocked: in_force.is_some() && matches!(options.op, Op::Take(_)),
-        commit,
-        block: block_write,
-    })
+        Planned {
+            name,
+            decision,
+            blocked: in_force.is_some() && matches!(options.op, Op::Take(_)),
+            write,
+        },
+    ))
 }
 
 fn plan_log<'a>(
@@ -337,7 +342,7 @@ fn plan_log<'a>(
     log: &SlidingLog,
     now_us: i64,
     options: &Options,
-) -> Result<Planned<'a>> {
+) -> Result<(Key<'a>, Planned<'a>)> {
     let zset = ZsetLog::open(ctx, &key)?;
     let blocked_until_us = zset.as_ref().and_then(ZsetLog::blocked_until_us);
     let in_force = blocked_until_us.filter(|&until| until > now_us);
@@ -394,14 +399,20 @@ fn plan_log<'a>(
             (refunded.decision, commit, Write::Nothing)
         }
     };
-    Ok(Planned {
-        name,
+    let write = if decision.limited {
+        block_write
+    } else {
+        commit
+    };
+    Ok((
         key,
-        decision,
-        blocked: in_force.is_some() && matches!(options.op, Op::Take(_)),
-        commit,
-        block: block_write,
-    })
+        Planned {
+            name,
+            decision,
+            blocked: in_force.is_some() && matches!(options.op, Op::Take(_)),
+            write,
+        },
+    ))
 }
 
 /// Applies `write` to the open `key`; what to propagate and announce.
@@ -471,11 +482,18 @@ fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Effect<'w>> {
 }
 
 /// Propagates `effect` and raises its keyspace events (the key is closed).
-fn announce(ctx: Ctx, name: Arg, effect: &Effect<'_>) -> Result<()> {
+/// `propagating` caches, across the writes of one call, whether effects
+/// are needed (`None` until the first write asks).
+fn announce(
+    ctx: Ctx,
+    name: Arg,
+    effect: &Effect<'_>,
+    propagating: &mut Option<bool>,
+) -> Result<()> {
     if matches!(effect, Effect::Nothing) {
         return Ok(());
     }
-    let propagating = propagate::effects_needed(ctx);
+    let propagating = propagate::effects_needed(ctx, propagating);
     match effect {
         Effect::Nothing => {}
         Effect::String {

@@ -87,9 +87,11 @@ pub fn init(ctx: Ctx, propagate_always: bool) {
 
 /// Whether the effects of the write the current command is about to make
 /// must be passed to `RedisModule_Replicate`. When this returns `false`, the
-/// command calls [`effects::count_dirty`] once instead.
-pub fn effects_needed(ctx: Ctx) -> bool {
-    let needed = decide(ctx);
+/// command calls [`effects::count_dirty`] once instead. `known` carries the
+/// answer from one write of a call to the next (`None` before the first):
+/// the server's state is asked once per call, every write is counted.
+pub fn effects_needed(ctx: Ctx, known: &mut Option<bool>) -> bool {
+    let needed = *known.get_or_insert_with(|| decide(ctx));
     let counter = if needed { &PROPAGATED } else { &SKIPPED };
     counter.fetch_add(1, Ordering::Relaxed);
     needed
