@@ -594,11 +594,19 @@ fn cl_throttle_keeps_the_state_of_keys_written_by_redis_cell() {
         call(&mut con, &["CL.THROTTLE", "cell", "15", "30", "60"]),
         [0, 16, 13, -1, 6]
     );
-    // From then on the key holds microseconds.
-    let tat_us: i64 = query(&mut con, &["GET", "cell"]).unwrap();
-    assert!(
-        (tat_us - tat_ns / 1000 - 2_000_000).abs() < 50_000,
-        "{tat_us} vs {tat_ns}"
+    // The key keeps redis-cell's nanoseconds: one T (2 s) further.
+    let new_tat_ns: i64 = query(&mut con, &["GET", "cell"]).unwrap();
+    assert_eq!(
+        new_tat_ns - tat_ns,
+        2_000_000_000,
+        "{new_tat_ns} vs {tat_ns}"
+    );
+    // A TAT in µs (what CL.THROTTLE wrote before) is still read as µs.
+    let tat_us = tat_ns / 1000;
+    let _: () = query(&mut con, &["SET", "old", &tat_us.to_string(), "PX", "4000"]).unwrap();
+    assert_eq!(
+        call(&mut con, &["CL.THROTTLE", "old", "15", "30", "60", "0"]),
+        [0, 16, 14, -1, 4]
     );
     // Limiters too long for redis-cell's clock are refused.
     let err = call_err(&mut con, &["CL.THROTTLE", "k", "0", "1", "100000000000"]);

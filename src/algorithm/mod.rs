@@ -14,6 +14,7 @@
 
 pub mod all;
 pub mod block;
+pub mod cell;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
@@ -21,6 +22,8 @@ pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;
 
+#[cfg(test)]
+mod cell_reference;
 #[cfg(test)]
 mod composite_properties;
 #[cfg(test)]

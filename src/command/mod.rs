@@ -25,12 +25,13 @@ pub mod token_bucket;
 
 use std::ffi::{c_int, CStr};
 
+use crate::algorithm::cell;
 use crate::algorithm::Decision;
 use crate::error::Result;
 use crate::server::registry::{self, entry_point, EntryPoint};
 use crate::server::string::Arg;
 use crate::server::{self, config, effects, info, reply, Ctx};
-use crate::time::{ceil_ms, ceil_secs};
+use crate::time::ceil_ms;
 use args::Args;
 
 /// The unit of the two durations in a reply.
@@ -38,24 +39,32 @@ use args::Args;
 pub enum ReplyUnit {
     /// `RL.*` commands: milliseconds, rounded up.
     Millis,
-    /// `CL.THROTTLE` (redis-cell compatible): seconds, rounded up.
+    /// `CL.THROTTLE`: redis-cell's seconds ([`cell::reply_secs`]: rounded up
+    /// only when the millisecond part is non-zero), a limited `retry_after`
+    /// at least 1 ([`cell::retry_after_secs`]).
     Seconds,
 }
 
 /// The five integers of a reply: `[limited, limit, remaining, retry_after,
-/// reset_after]`, durations rounded up in `unit`, `retry_after` -1 when
+/// reset_after]`, durations in `unit` (see [`ReplyUnit`]), `retry_after` -1 when
 /// allowed or when the cost can never be allowed.
 pub fn reply_fields(d: &Decision, unit: ReplyUnit) -> [i64; 5] {
-    let convert = match unit {
-        ReplyUnit::Millis => ceil_ms,
-        ReplyUnit::Seconds => ceil_secs,
+    let (retry_after, reset_after) = match unit {
+        ReplyUnit::Millis => (
+            d.retry_after_us.map_or(-1, ceil_ms),
+            ceil_ms(d.reset_after_us),
+        ),
+        ReplyUnit::Seconds => (
+            cell::retry_after_secs(d.limited, d.retry_after_us),
+            cell::reply_secs(d.reset_after_us),
+        ),
     };
     [
         i64::from(d.limited),
         d.limit,
         d.remaining,
-        d.retry_after_us.map_or(-1, convert),
-        convert(d.reset_after_us),
+        retry_after,
+        reset_after,
     ]
 }
 
@@ -276,7 +285,14 @@ mod tests {
             reply_fields(&d, ReplyUnit::Millis),
             [1, 16, 0, 1_001, 32_000]
         );
-        assert_eq!(reply_fields(&d, ReplyUnit::Seconds), [1, 16, 0, 2, 32]);
+        // redis-cell's seconds: up only for a non-zero millisecond part.
+        assert_eq!(reply_fields(&d, ReplyUnit::Seconds), [1, 16, 0, 1, 32]);
+        let soon = Decision {
+            retry_after_us: Some(400),
+            reset_after_us: 400,
+            ..d
+        };
+        assert_eq!(reply_fields(&soon, ReplyUnit::Seconds), [1, 16, 0, 1, 0]);
         let allowed = Decision {
             limited: false,
             limit: 5,

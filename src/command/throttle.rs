@@ -1,27 +1,27 @@
 //! `CL.THROTTLE key max_burst count_per_period period [quantity]`
 //!
 //! A drop-in for redis-cell 0.5's command: GCRA with `period` in whole seconds
-//! and the reply's durations in seconds (rounded up). `quantity` (default 1)
+//! and redis-cell's arithmetic ([`crate::algorithm::cell`]: `T` truncated to
+//! the ns, replies in seconds rounded up only for a non-zero millisecond
+//! part, a limited `retry_after` at least 1). `quantity` (default 1)
 //! may be 0 to read the limiter without consuming. Unlike redis-cell, a
 //! wrong-type key, a foreign value, non-UTF-8 input, or negative or huge
 //! arguments get an error reply, and the effect (not the command) is
 //! replicated.
 //!
-//! The state is the TAT string of `RL.GCRA` (µs). Keys that redis-cell wrote
-//! hold the TAT in **nanoseconds**; they are read as such, so switching a
-//! running system from redis-cell to this module keeps every limiter's state.
-//! A stored TAT of 10^17 or more can only be nanoseconds (in µs it would lie
-//! past the year 5000), because `CL.THROTTLE` refuses limiters whose full
-//! burst takes longer than [`MAX_TOLERANCE_US`] to refill.
+//! The state is the TAT in **nanoseconds**, as redis-cell writes it, so
+//! keys move between redis-cell and this module both ways. A stored TAT below
+//! 10^17 is in µs (what this command wrote before, or `RL.GCRA`'s format) and
+//! is read as such; `CL.THROTTLE` refuses limiters whose full burst takes
+//! longer than
+//! [`crate::algorithm::cell::MAX_TOLERANCE_US`] to refill, so that holds for centuries.
 
 use crate::server::Ctx;
 
 use super::limiter::{self, Limit, Op, Options};
 use super::{args::Args, docs, Answer, ReplyUnit, Spec};
-use crate::algorithm::gcra::Gcra;
-use crate::algorithm::{Algorithm, Outcome, Refunded, STATE_BUF_LEN};
-use crate::error::{Error, Result};
-use crate::time::US_PER_SEC;
+pub use crate::algorithm::cell::CellGcra;
+use crate::error::Result;
 
 pub const SPEC: Spec = Spec {
     name: c"cl.throttle",
@@ -57,45 +57,6 @@ pub const SPEC: Spec = Spec {
 /// The command's statistics (`INFO ratelimit`).
 static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
-/// Stored TATs at or above this are redis-cell's nanoseconds.
-const NANOSECOND_TAT_FLOOR: i64 = 100_000_000_000_000_000;
-
-/// The longest delay variation tolerance (time for a full burst to refill)
-/// `CL.THROTTLE` accepts: about 2,850 years, so that its TATs stay below
-/// [`NANOSECOND_TAT_FLOOR`] for centuries. (redis-cell itself overflows its
-/// nanosecond clock past 292 years.)
-pub const MAX_TOLERANCE_US: i64 = 90_000_000_000_000_000;
-
-/// The GCRA of `RL.GCRA`, reading redis-cell's nanosecond TATs too.
-#[derive(Debug, Clone, Copy)]
-pub struct CellGcra(Gcra);
-
-impl Algorithm for CellGcra {
-    type State = i64;
-
-    fn decode(bytes: &[u8]) -> Option<i64> {
-        Gcra::decode(bytes).map(|tat| {
-            if tat >= NANOSECOND_TAT_FLOOR {
-                crate::time::ceil_div(tat, 1_000) // ns → µs, never earlier
-            } else {
-                tat
-            }
-        })
-    }
-
-    fn encode(tat_us: &i64, buf: &mut [u8; STATE_BUF_LEN]) -> usize {
-        Gcra::encode(tat_us, buf)
-    }
-
-    fn decide(&self, tat_us: Option<i64>, now_us: i64, cost: i64) -> Result<Outcome<i64>> {
-        self.0.decide(tat_us, now_us, cost)
-    }
-
-    fn refund(&self, tat_us: Option<i64>, now_us: i64, tokens: i64) -> Result<Refunded<i64>> {
-        self.0.refund(tat_us, now_us, tokens)
-    }
-}
-
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let max_burst = args.integer(2, "max_burst")?;
     let count_per_period = args.integer(3, "count_per_period")?;
@@ -105,46 +66,10 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     } else {
         1
     };
-    let period_us = period_secs.checked_mul(US_PER_SEC).ok_or(Error::Overflow)?;
-    let names = ["max_burst", "count_per_period"];
-    let gcra = Gcra::with_names(max_burst, count_per_period, period_us, names)?;
-    if gcra.delay_variation_tolerance_us() > MAX_TOLERANCE_US {
-        return Err(Error::Overflow);
-    }
+    let cell = CellGcra::new(max_burst, count_per_period, period_secs)?;
     let options = Options {
         op: Op::Take(quantity),
         ..Options::default()
     };
-    limiter::run_one(
-        ctx,
-        args.arg(1)?,
-        &Limit::Throttle(CellGcra(gcra)),
-        &options,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_redis_cells_nanosecond_tats() {
-        assert_eq!(
-            CellGcra::decode(b"1795297437157000"),
-            Some(1_795_297_437_157_000)
-        );
-        assert_eq!(
-            CellGcra::decode(b"1795297437157000001"),
-            Some(1_795_297_437_157_001)
-        );
-        assert_eq!(
-            CellGcra::decode(b"99999999999999999"),
-            Some(99_999_999_999_999_999)
-        );
-        assert_eq!(
-            CellGcra::decode(b"100000000000000000"),
-            Some(100_000_000_000_000)
-        );
-        assert_eq!(CellGcra::decode(b"foo"), None);
-    }
+    limiter::run_one(ctx, args.arg(1)?, &Limit::Throttle(cell), &options)
 }
