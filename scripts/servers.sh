@@ -111,6 +111,12 @@ EOF
   apt_ready=1
 }
 
+# Downloads the source package $1 into $src; true when an orig tarball is there.
+fetch_source() {
+  (cd "$src" && apt-get "${apt_opts[@]}" -qq source --download-only "$1" </dev/null) || true
+  [ -n "$(find "$src" -maxdepth 1 -name 'redis_*.orig.tar.*' ! -name '*.asc' | head -n 1)" ]
+}
+
 # Installs system packages the build needs, only those missing.
 install_system() {
   [ $# -gt 0 ] || return 0
@@ -219,8 +225,13 @@ prepare_redis() {
   if [ -z "$orig" ]; then
     setup_apt
     log "downloading the source package redis from trixie"
-    (cd "$src" && apt-get "${apt_opts[@]}" -qq source --download-only redis </dev/null) ||
-      die "apt-get source --download-only redis failed"
+    # Only the orig tarball is used: a mirror that has it but answers 404
+    # for the .dsc or the debian tarball (seen while it syncs) is no reason
+    # to stop. Without it, refresh the lists and try once more.
+    fetch_source redis || {
+      apt-get "${apt_opts[@]}" -qq update </dev/null || true
+      fetch_source redis || log "apt-get source --download-only redis reported errors"
+    }
     orig="$(find "$src" -maxdepth 1 -name 'redis_8.0*.orig.tar.*' ! -name '*.asc' | head -n 1)"
     [ -n "$orig" ] || die "trixie's redis source package has no 8.0 orig tarball: $(ls "$src")"
   fi
@@ -278,8 +289,13 @@ prepare_redis_libc() {
   if [ -z "$orig" ]; then
     setup_apt
     log "downloading the source package redis from bookworm"
-    (cd "$src" && apt-get "${apt_opts[@]}" -qq source --download-only redis/bookworm </dev/null) ||
-      die "apt-get source --download-only redis/bookworm failed"
+    # Only the orig tarball is used: a mirror that has it but answers 404
+    # for the .dsc or the debian tarball (seen while it syncs) is no reason
+    # to stop. Without it, refresh the lists and try once more.
+    fetch_source redis/bookworm || {
+      apt-get "${apt_opts[@]}" -qq update </dev/null || true
+      fetch_source redis/bookworm || log "apt-get source --download-only redis/bookworm reported errors"
+    }
     orig="$(find "$src" -maxdepth 1 -name 'redis_7.0*.orig.tar.*' ! -name '*.asc' | head -n 1)"
     [ -n "$orig" ] || die "bookworm's redis source package has no 7.0 orig tarball: $(ls "$src")"
   fi

@@ -60,8 +60,32 @@ pub enum Error {
     LimitCount,
 
     /// `RL.ALL` with a limit type it does not know.
-    #[error("ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG")]
+    #[error("ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or POLICY name")]
     UnknownLimit,
+
+    /// `RL.POLICY SET` with a limit type it does not know.
+    #[error("ERR unknown limit type: expected GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG")]
+    UnknownPolicyLimit,
+
+    /// A policy name outside 1–64 characters of `A-Z a-z 0-9 _ . : -`.
+    #[error("ERR policy names are 1 to 64 characters of A-Z a-z 0-9 _ . : -")]
+    PolicyName,
+
+    /// `RL.LIMIT` or `RL.ALL … POLICY name` naming no policy.
+    #[error("ERR unknown policy '{name}'")]
+    UnknownPolicy { name: PolicyName },
+
+    /// A policy definition that is not `limit [SHADOW] [SOFT percent] [BLOCK duration]`.
+    #[error("ERR syntax error: expected a limit (its type and parameters), then [SHADOW] [SOFT percent] [BLOCK duration], each at most once")]
+    PolicySyntax,
+
+    /// `RL.LIMIT` options other than `[TOKENS n | REFUND n] [PEEK]`.
+    #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] after the policy (BLOCK belongs to the policy: RL.POLICY SET … BLOCK duration)")]
+    LimitSyntax,
+
+    /// The module was loaded with `policies no`.
+    #[error("ERR policies are off: the module was loaded with policies no (ratelimit.policies)")]
+    PoliciesOff,
 
     /// `RL.ALL` with a leaky bucket.
     #[error("ERR LEAKYBUCKET cannot be part of RL.ALL: its 'allowed after a delay' has no all-or-nothing meaning")]
@@ -79,6 +103,42 @@ pub enum Error {
     /// instead of aborting the server.
     #[error("ERR internal error in the ratelimit module ({what}); nothing was written")]
     Internal { what: &'static str },
+}
+
+/// A policy name in an error message: its first 64 bytes, kept inline so
+/// that [`Error`] stays `Copy`; shown with anything but printable ASCII as
+/// `?`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyName {
+    bytes: [u8; 64],
+    len: u8,
+    cut: bool,
+}
+
+impl PolicyName {
+    pub fn new(name: &[u8]) -> Self {
+        let mut bytes = [0u8; 64];
+        let len = name.len().min(64);
+        bytes[..len].copy_from_slice(&name[..len]);
+        Self {
+            bytes,
+            len: len as u8,
+            cut: name.len() > 64,
+        }
+    }
+}
+
+impl std::fmt::Display for PolicyName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for &b in &self.bytes[..usize::from(self.len)] {
+            let c = if b.is_ascii_graphic() { b as char } else { '?' };
+            write!(f, "{c}")?;
+        }
+        if self.cut {
+            write!(f, "...")?;
+        }
+        Ok(())
+    }
 }
 
 /// Result type of the module's fallible functions.

@@ -112,7 +112,7 @@ fn all_refuses_malformed_calls_and_writes_nothing() {
         (&["RL.ALL", "2", "k", "l", "GCRA", "1", "1", "1", "TOKENS", "2"], "ERR RL.ALL needs exactly numkeys limits, one per key"),
         (&["RL.ALL", "1", "k", "GCRA", "1", "1", "1", "GCRA", "1", "1", "1"], "ERR RL.ALL needs exactly numkeys limits, one per key"),
         (&["RL.ALL", "1", "k", "LEAKYBUCKET", "1", "1", "1"], "ERR LEAKYBUCKET cannot be part of RL.ALL: its 'allowed after a delay' has no all-or-nothing meaning"),
-        (&["RL.ALL", "1", "k", "BUCKET", "1", "1", "1"], "ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG"),
+        (&["RL.ALL", "1", "k", "BUCKET", "1", "1", "1"], "ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or POLICY name"),
         (&["RL.ALL", "0", "k", "GCRA", "1", "1", "1"], "ERR numkeys must be >= 1 and <= 64"),
         (&["RL.ALL", "65", "k", "GCRA", "1", "1", "1"], "ERR numkeys must be >= 1 and <= 64"),
         (&["RL.ALL", "1", "k", "GCRA", "-1", "1", "1"], "ERR max_burst must be >= 0"),
@@ -598,16 +598,16 @@ fn info_ratelimit_counts_each_commands_decisions_exactly() {
     let line = info_field(&mut con, "ratelimit", "ratelimit_cmdstat_rl.gcra");
     assert_eq!(
         line,
-        "calls_allowed=3,calls_limited=3,tokens_allowed=3,blocked=1"
+        "calls_allowed=3,calls_limited=3,tokens_allowed=3,shadow_limited=0,soft_over=0,blocked=1"
     );
     let line = info_field(&mut con, "ratelimit", "ratelimit_cmdstat_rl.all");
     assert_eq!(
         line,
-        "calls_allowed=1,calls_limited=0,tokens_allowed=3,blocked=0"
+        "calls_allowed=1,calls_limited=0,tokens_allowed=3,shadow_limited=0,soft_over=0,blocked=0"
     );
     let line = info_field(&mut con, "ratelimit", "ratelimit_cmdstat_rl.tokenbucket");
     assert_eq!(
         line,
-        "calls_allowed=0,calls_limited=0,tokens_allowed=0,blocked=0"
+        "calls_allowed=0,calls_limited=0,tokens_allowed=0,shadow_limited=0,soft_over=0,blocked=0"
     );
 }

@@ -264,21 +264,29 @@ fn a_promoted_replica_feeds_its_backlog_with_effects() {
 
 #[test]
 fn a_reloaded_module_starts_over_and_still_sees_replicas_arrive() {
-    let master = Server::start_with(&[
-        "--save",
-        "",
-        "--repl-diskless-sync-delay",
-        "0",
-        "--enable-module-command",
-        "yes",
-    ]);
+    // `policies no`: a module with a data type cannot be unloaded.
+    let master = Server::start_with_module_args(
+        &["policies", "no"],
+        &[
+            "--save",
+            "",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--enable-module-command",
+            "yes",
+        ],
+    );
     let replica = Server::start();
     let (mut m, mut r) = (master.connect(), replica.connect());
     write_all(&mut m, "first"); // the SYNC/PSYNC filter is registered now
     assert_eq!(counters(&mut m), (0, 7));
     let _: () = query(&mut m, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
     let path = common::module_path();
-    let _: () = query(&mut m, &["MODULE", "LOAD", path.to_str().unwrap()]).unwrap();
+    let _: () = query(
+        &mut m,
+        &["MODULE", "LOAD", path.to_str().unwrap(), "policies", "no"],
+    )
+    .unwrap();
     assert_eq!(counters(&mut m), (0, 0));
     let mut keys = write_all(&mut m, "second");
     assert_eq!(counters(&mut m), (0, 7));

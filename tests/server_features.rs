@@ -429,14 +429,22 @@ fn a_limited_call_leaves_watch_alone_and_a_write_invalidates_it() {
 
 #[test]
 fn reloading_the_module_keeps_its_acl_category() {
-    let server = Server::start_with(&["--save", "", "--enable-module-command", "yes"]);
+    // `policies no`: a module with a data type cannot be unloaded.
+    let server = Server::start_with_module_args(
+        &["policies", "no"],
+        &["--save", "", "--enable-module-command", "yes"],
+    );
     let mut admin = server.connect();
     if !has_module_categories(&mut admin) {
         return;
     }
     let _: () = query(&mut admin, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
     let path = common::module_path();
-    let _: () = query(&mut admin, &["MODULE", "LOAD", path.to_str().unwrap()]).unwrap();
+    let _: () = query(
+        &mut admin,
+        &["MODULE", "LOAD", path.to_str().unwrap(), "policies", "no"],
+    )
+    .unwrap();
     let _: () = query(
         &mut admin,
         &[

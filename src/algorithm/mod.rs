@@ -18,6 +18,7 @@ pub mod cell;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+pub mod policy;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;

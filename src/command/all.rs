@@ -16,10 +16,13 @@
 //! declare theirs: Redis Cluster routes the call and refuses keys of
 //! different slots (`CROSSSLOT`), and ACL key patterns apply to every key.
 
+use std::sync::Arc;
+
 use super::limiter::{self, Limit};
 use super::{
     args::{is_keyword, Args},
-    docs, fixed_window, gcra, sliding_log, sliding_window, token_bucket, Answer, ReplyUnit, Spec,
+    docs, fixed_window, gcra, leaky_bucket, policy, sliding_log, sliding_window, token_bucket,
+    Answer, ReplyUnit, Spec,
 };
 use crate::error::{Error, Result};
 use crate::server::string::Arg;
@@ -67,33 +70,87 @@ pub const SPEC: Spec = Spec {
 static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 /// Parses a limit's parameters starting at an argument index.
-type Parse = fn(&Args, usize) -> Result<Limit>;
+pub type Parse = fn(&Args, usize) -> Result<Limit>;
 
-/// Which limit a keyword names and how many parameters follow it.
-fn limit_kind(word: &[u8]) -> Result<(Parse, usize)> {
-    // By length first: one case-insensitive comparison per call.
-    let (name, parse, params): (&[u8], Parse, usize) = match word.len() {
-        4 => (b"GCRA", gcra::parse, gcra::PARAMS),
-        10 => (b"SLIDINGLOG", sliding_log::parse, sliding_log::PARAMS),
-        11 if word[0] | 0x20 == b't' => (b"TOKENBUCKET", token_bucket::parse, token_bucket::PARAMS),
-        11 if word[0] | 0x20 == b'f' => (b"FIXEDWINDOW", fixed_window::parse, fixed_window::PARAMS),
-        11 if is_keyword(word, b"LEAKYBUCKET") => return Err(Error::LeakyBucketInAll),
-        13 => (
-            b"SLIDINGWINDOW",
-            sliding_window::parse,
-            sliding_window::PARAMS,
-        ),
-        _ => return Err(Error::UnknownLimit),
-    };
-    if is_keyword(word, name) {
-        Ok((parse, params))
-    } else {
-        Err(Error::UnknownLimit)
-    }
+/// How `SOFT` scales a parameter of a limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// A count (limit, capacity, tokens per period): scaled as is.
+    Plain,
+    /// GCRA's `max_burst`: its limit `max_burst + 1` is scaled.
+    Burst,
 }
 
+/// A limit type of the grammar `RL.ALL` and `RL.POLICY SET` share.
+pub struct LimitKind {
+    /// The keyword, upper case.
+    pub name: &'static [u8],
+    pub parse: Parse,
+    /// How many parameters follow the keyword.
+    pub params: usize,
+    /// The parameters `SOFT` scales (by position after the keyword); the
+    /// first is the limit replies speak of.
+    pub counts: &'static [(usize, Count)],
+}
+
+const GCRA: LimitKind = LimitKind {
+    name: b"GCRA",
+    parse: gcra::parse,
+    params: gcra::PARAMS,
+    counts: &[(0, Count::Burst), (1, Count::Plain)],
+};
+const TOKENBUCKET: LimitKind = LimitKind {
+    name: b"TOKENBUCKET",
+    parse: token_bucket::parse,
+    params: token_bucket::PARAMS,
+    counts: &[(0, Count::Plain), (1, Count::Plain)],
+};
+const LEAKYBUCKET: LimitKind = LimitKind {
+    name: b"LEAKYBUCKET",
+    parse: leaky_bucket::parse,
+    params: leaky_bucket::PARAMS,
+    counts: &[(0, Count::Plain), (1, Count::Plain)],
+};
+const FIXEDWINDOW: LimitKind = LimitKind {
+    name: b"FIXEDWINDOW",
+    parse: fixed_window::parse,
+    params: fixed_window::PARAMS,
+    counts: &[(0, Count::Plain)],
+};
+const SLIDINGWINDOW: LimitKind = LimitKind {
+    name: b"SLIDINGWINDOW",
+    parse: sliding_window::parse,
+    params: sliding_window::PARAMS,
+    counts: &[(0, Count::Plain)],
+};
+const SLIDINGLOG: LimitKind = LimitKind {
+    name: b"SLIDINGLOG",
+    parse: sliding_log::parse,
+    params: sliding_log::PARAMS,
+    counts: &[(0, Count::Plain)],
+};
+
+/// Which limit a keyword names (`LEAKYBUCKET` too, which `RL.ALL` refuses
+/// and policies take); `None` for anything else.
+pub fn limit_kind(word: &[u8]) -> Option<&'static LimitKind> {
+    // By length first: one case-insensitive comparison per call.
+    let kind = match word.len() {
+        4 => &GCRA,
+        10 => &SLIDINGLOG,
+        11 => match word[0] | 0x20 {
+            b't' => &TOKENBUCKET,
+            b'f' => &FIXEDWINDOW,
+            _ => &LEAKYBUCKET,
+        },
+        13 => &SLIDINGWINDOW,
+        _ => return None,
+    };
+    is_keyword(word, kind.name).then_some(kind)
+}
+
+/// Whether `word` starts a limit of `RL.ALL` (a limit type, or `POLICY`).
 fn is_limit_keyword(word: &[u8]) -> bool {
-    !matches!(limit_kind(word), Err(Error::UnknownLimit))
+    limit_kind(word).is_some() || is_keyword(word, b"POLICY")
 }
 
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
@@ -116,27 +173,52 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             }
         }
     }
-    let mut limits: limiter::Few<(Arg, Limit)> = limiter::Few::with_capacity(numkeys);
+    let mut limits: limiter::Few<(Arg, Limit, limiter::Modes)> =
+        limiter::Few::with_capacity(numkeys);
+    // The policies among the limits, for their statistics.
+    let mut policies: limiter::Few<(usize, Arc<policy::Policy>)> = limiter::Few::new();
     let mut at = 2 + numkeys;
     for i in 0..numkeys {
         if at >= args.len() {
             return Err(Error::LimitCount);
         }
         let word = args.bytes(at)?;
-        let (parse, params) = match limit_kind(word) {
-            Ok(kind) => kind,
+        let key = args.arg(2 + i)?;
+        if let Some(kind) = limit_kind(word) {
+            if kind.name == LEAKYBUCKET.name {
+                return Err(Error::LeakyBucketInAll);
+            }
+            let limit = (kind.parse)(args, at + 1)?;
+            limits.push((key, limit, limiter::Modes::default()));
+            at += 1 + kind.params;
+        } else if is_keyword(word, b"POLICY") {
+            let found = policy::find(args.bytes(at + 1).map_err(|_| Error::LimitCount)?)?;
+            if matches!(found.limit, Limit::LeakyBucket(_)) {
+                return Err(Error::LeakyBucketInAll);
+            }
+            limits.push((key, found.limit, found.modes));
+            policies.push((i, found));
+            at += 2;
+        } else if is_option(word) {
             // An option where a limit should be: too few limits.
-            Err(Error::UnknownLimit) if is_option(word) => return Err(Error::LimitCount),
-            Err(e) => return Err(e),
-        };
-        limits.push((args.arg(2 + i)?, parse(args, at + 1)?));
-        at += 1 + params;
+            return Err(Error::LimitCount);
+        } else {
+            return Err(Error::UnknownLimit);
+        }
     }
     if at < args.len() && is_limit_keyword(args.bytes(at)?) {
         return Err(Error::LimitCount);
     }
     let options = args.options(at)?;
-    limiter::run(ctx, &limits, &options)
+    let mut tallies = limiter::Few::new();
+    let answer = limiter::run(ctx, &limits, &options, &mut tallies)?;
+    let allowed = !answer.decision.limited && !options.peek;
+    for (i, found) in &policies {
+        if let Some(tally) = tallies.get(*i) {
+            found.stats.record_limit(tally, allowed, answer.taken);
+        }
+    }
+    Ok(answer)
 }
 
 fn is_option(word: &[u8]) -> bool {

@@ -16,7 +16,6 @@
 use smallvec::SmallVec;
 
 use super::{propagate, throttle::CellGcra, Answer};
-use crate::algorithm::all;
 use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
@@ -24,6 +23,7 @@ use crate::algorithm::leaky_bucket::LeakyBucket;
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog};
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::token_bucket::TokenBucket;
+use crate::algorithm::{all, policy};
 use crate::algorithm::{Algorithm, Decision, RefundWrite, STATE_BUF_LEN};
 use crate::error::{Error, Result};
 use crate::server::effects::{self, EventClass};
@@ -48,6 +48,32 @@ pub enum Limit {
     SlidingLog(SlidingLog),
     /// `CL.THROTTLE`: GCRA reading redis-cell's nanosecond states too.
     Throttle(CellGcra),
+}
+
+/// What a policy adds to its limit (`RL.POLICY SET … [SHADOW] [SOFT percent]
+/// [BLOCK duration]`); all off for the limits of the `RL.*` commands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Modes {
+    /// `SHADOW`: decide as usual, write nothing on a refusal, answer allowed.
+    pub shadow: bool,
+    /// `SOFT`: the limit given decides (scaled up); replies speak of this
+    /// nominal limit (see [`crate::algorithm::policy::soft_reply`]).
+    pub nominal_limit: Option<i64>,
+    /// The policy's `BLOCK`, µs; with the call's `BLOCK` too, the longer one.
+    pub block_us: Option<i64>,
+}
+
+/// What one limit did in a call: its policy's statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// This limit refused the call.
+    pub limited: bool,
+    /// … because of a block in force.
+    pub blocked: bool,
+    /// A `SHADOW` limit would have refused it.
+    pub shadow_limited: bool,
+    /// A `SOFT` limit admitted it beyond the nominal limit.
+    pub soft_over: bool,
 }
 
 /// What a call does with its tokens.
@@ -111,9 +137,12 @@ enum Write {
 /// One limiter of a call, planned (its key, open, is kept apart).
 struct Planned<'a> {
     name: Arg<'a>,
+    /// The decision as replied (after `SOFT` and `SHADOW`).
     decision: Decision,
     /// Refused by a block in force.
     blocked: bool,
+    shadow_limited: bool,
+    soft_over: bool,
     /// What the call writes to this key when it is applied: the new state of
     /// an allowed request or a refund, or, when this limit refuses, the
     /// block `BLOCK` asked for (the two never both exist).
@@ -140,20 +169,25 @@ enum Effect<'w> {
 /// Decides one limiter: the whole life of a single command's call (as
 /// [`run`] with one limit, without its allocations).
 pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Answer> {
-    let (
-        mut key,
-        Planned {
-            decision,
-            blocked,
-            write,
-            ..
-        },
-    ) = plan(ctx, name, limit, server_now_us(), options)?;
-    let answer = Answer::new(decision, None, blocked, options);
+    run_rule(ctx, name, limit, &Modes::default(), options)
+}
+
+/// [`run_one`] for a limit with a policy's [`Modes`] (`RL.LIMIT`).
+pub fn run_rule(
+    ctx: Ctx,
+    name: Arg,
+    limit: &Limit,
+    modes: &Modes,
+    options: &Options,
+) -> Result<Answer> {
+    let (mut key, p) = plan(ctx, name, limit, modes, server_now_us(), options)?;
+    let mut answer = Answer::new(p.decision, None, p.blocked, options);
+    answer.shadow_limited = p.shadow_limited;
+    answer.soft_over = p.soft_over && !options.peek;
     if options.peek {
         return Ok(answer);
     }
-    let effect = apply(ctx, &mut key, &write)?;
+    let effect = apply(ctx, &mut key, &p.write)?;
     drop(key); // closes it
     let mut propagating = None;
     announce(ctx, name, &effect, &mut propagating)?;
@@ -165,19 +199,33 @@ pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<
 /// binding limit's decision and its 0-based position: when limited, the
 /// refusing limit with the longest `retry_after` ("never" counts longest);
 /// otherwise the one with the fewest `remaining` (the first on ties).
-pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<Answer> {
+pub fn run(
+    ctx: Ctx,
+    limits: &[(Arg, Limit, Modes)],
+    options: &Options,
+    tallies: &mut Few<Tally>,
+) -> Result<Answer> {
     let now_us = server_now_us();
     let mut keys: Few<Key> = Few::with_capacity(limits.len());
     let mut planned: Few<Planned> = Few::with_capacity(limits.len());
-    for &(name, ref limit) in limits {
-        let (key, p) = plan(ctx, name, limit, now_us, options)?;
+    for (name, limit, modes) in limits {
+        let (key, p) = plan(ctx, *name, limit, modes, now_us, options)?;
         keys.push(key);
         planned.push(p);
     }
     let (binding, decision, allowed) =
         all::binding(planned.iter().map(|p| p.decision)).ok_or(Error::LimitCount)?;
     let blocked = planned.iter().any(|p| p.blocked);
-    let answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
+    let mut answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
+    answer.shadow_limited = planned.iter().any(|p| p.shadow_limited);
+    answer.soft_over = allowed && !options.peek && planned.iter().any(|p| p.soft_over);
+    tallies.clear();
+    tallies.extend(planned.iter().map(|p| Tally {
+        limited: p.decision.limited,
+        blocked: p.blocked,
+        shadow_limited: p.shadow_limited,
+        soft_over: allowed && !options.peek && p.soft_over,
+    }));
     if options.peek {
         return Ok(answer);
     }
@@ -199,23 +247,80 @@ pub fn run(ctx: Ctx, limits: &[(Arg, Limit)], options: &Options) -> Result<Answe
     Ok(answer)
 }
 
+/// The longer of two optional durations.
+fn longer(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// A planned limit with its policy's modes applied: the replied decision
+/// (`SOFT`: the nominal limit; `SHADOW`: allowed), and no write for a
+/// refusal a shadow limit only records.
+fn planned<'a>(
+    name: Arg<'a>,
+    modes: &Modes,
+    decision: Decision,
+    blocked: bool,
+    write: Write,
+) -> Planned<'a> {
+    let (decision, soft_over) = match modes.nominal_limit {
+        Some(nominal) => policy::soft_reply(decision, nominal),
+        None => (decision, false),
+    };
+    if modes.shadow && decision.limited {
+        let (decision, _) = policy::shadow_reply(decision);
+        return Planned {
+            name,
+            decision,
+            blocked: false,
+            shadow_limited: true,
+            soft_over: false,
+            write: Write::Nothing,
+        };
+    }
+    Planned {
+        name,
+        decision,
+        blocked: blocked && decision.limited,
+        shadow_limited: false,
+        soft_over,
+        write,
+    }
+}
+
 fn plan<'a>(
     ctx: Ctx,
     name: Arg<'a>,
     limit: &Limit,
+    modes: &Modes,
     now_us: i64,
     options: &Options,
 ) -> Result<(Key<'a>, Planned<'a>)> {
     let key = Key::open(ctx, name)?;
+    let at = At {
+        now_us,
+        options,
+        modes,
+    };
     match limit {
-        Limit::Gcra(a) => plan_string(key, name, a, "RL.GCRA", now_us, options),
-        Limit::TokenBucket(a) => plan_string(key, name, a, "RL.TOKENBUCKET", now_us, options),
-        Limit::LeakyBucket(a) => plan_string(key, name, a, "RL.LEAKYBUCKET", now_us, options),
-        Limit::FixedWindow(a) => plan_string(key, name, a, "RL.FIXEDWINDOW", now_us, options),
-        Limit::SlidingWindow(a) => plan_string(key, name, a, "RL.SLIDINGWINDOW", now_us, options),
-        Limit::Throttle(a) => plan_string(key, name, a, "CL.THROTTLE", now_us, options),
-        Limit::SlidingLog(a) => plan_log(ctx, key, name, a, now_us, options),
+        Limit::Gcra(a) => plan_string(key, name, a, "RL.GCRA", &at),
+        Limit::TokenBucket(a) => plan_string(key, name, a, "RL.TOKENBUCKET", &at),
+        Limit::LeakyBucket(a) => plan_string(key, name, a, "RL.LEAKYBUCKET", &at),
+        Limit::FixedWindow(a) => plan_string(key, name, a, "RL.FIXEDWINDOW", &at),
+        Limit::SlidingWindow(a) => plan_string(key, name, a, "RL.SLIDINGWINDOW", &at),
+        Limit::Throttle(a) => plan_string(key, name, a, "CL.THROTTLE", &at),
+        Limit::SlidingLog(a) => plan_log(ctx, key, name, a, &at),
     }
+}
+
+/// The instant of a call and how it decides.
+struct At<'o> {
+    now_us: i64,
+    options: &'o Options,
+    modes: &'o Modes,
 }
 
 /// A string write of `inner` (an algorithm's encoding), behind a block
@@ -251,9 +356,10 @@ fn plan_string<'a, A: Algorithm>(
     name: Arg<'a>,
     algorithm: &A,
     command: &'static str,
-    now_us: i64,
-    options: &Options,
+    at: &At,
 ) -> Result<(Key<'a>, Planned<'a>)> {
+    let (now_us, options) = (at.now_us, at.options);
+    let block_us = longer(options.block_us, at.modes.block_us);
     let invalid = Error::InvalidState { command };
     let stored = key.string()?;
     let old_len = stored.map(<[u8]>::len);
@@ -287,7 +393,7 @@ fn plan_string<'a, A: Algorithm>(
                 }
                 _ => Write::Nothing,
             };
-            let block_write = match options.block_us {
+            let block_write = match block_us {
                 Some(block_us) if stored.is_some() => {
                     match block::extend(&decision, in_force, now_us, block_us)? {
                         Some(until) => {
@@ -324,15 +430,8 @@ fn plan_string<'a, A: Algorithm>(
     } else {
         commit
     };
-    Ok((
-        key,
-        Planned {
-            name,
-            decision,
-            blocked: in_force.is_some() && matches!(options.op, Op::Take(_)),
-            write,
-        },
-    ))
+    let blocked = in_force.is_some() && matches!(options.op, Op::Take(_));
+    Ok((key, planned(name, at.modes, decision, blocked, write)))
 }
 
 fn plan_log<'a>(
@@ -340,9 +439,10 @@ fn plan_log<'a>(
     key: Key<'a>,
     name: Arg<'a>,
     log: &SlidingLog,
-    now_us: i64,
-    options: &Options,
+    at: &At,
 ) -> Result<(Key<'a>, Planned<'a>)> {
+    let (now_us, options) = (at.now_us, at.options);
+    let block_us = longer(options.block_us, at.modes.block_us);
     let zset = ZsetLog::open(ctx, &key)?;
     let blocked_until_us = zset.as_ref().and_then(ZsetLog::blocked_until_us);
     let in_force = blocked_until_us.filter(|&until| until > now_us);
@@ -368,7 +468,7 @@ fn plan_log<'a>(
                 },
                 _ => Write::Nothing,
             };
-            let block_write = match options.block_us {
+            let block_write = match block_us {
                 Some(block_us) if zset.is_some() => {
                     match block::extend(&decision, in_force, now_us, block_us)? {
                         Some(until_us) => Write::LogBlock { until_us },
@@ -404,15 +504,8 @@ fn plan_log<'a>(
     } else {
         commit
     };
-    Ok((
-        key,
-        Planned {
-            name,
-            decision,
-            blocked: in_force.is_some() && matches!(options.op, Op::Take(_)),
-            write,
-        },
-    ))
+    let blocked = in_force.is_some() && matches!(options.op, Op::Take(_));
+    Ok((key, planned(name, at.modes, decision, blocked, write)))
 }
 
 /// Applies `write` to the open `key`; what to propagate and announce.

@@ -14,7 +14,9 @@ pub mod docs;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+pub mod limit;
 pub mod limiter;
+pub mod policy;
 pub mod propagate;
 pub mod settings;
 pub mod sliding_log;
@@ -30,7 +32,7 @@ use crate::algorithm::Decision;
 use crate::error::Result;
 use crate::server::registry::{self, entry_point, EntryPoint};
 use crate::server::string::Arg;
-use crate::server::{self, config, effects, info, reply, Ctx};
+use crate::server::{self, config, effects, info, rdb, reply, Ctx};
 use crate::time::ceil_ms;
 use args::Args;
 
@@ -104,6 +106,10 @@ pub struct Answer {
     pub blocked: bool,
     /// Tokens taken (0 when limited, for `PEEK` and for refunds).
     pub taken: i64,
+    /// A `SHADOW` policy would have refused the call (which it allowed).
+    pub shadow_limited: bool,
+    /// A `SOFT` policy admitted the call beyond its nominal limit.
+    pub soft_over: bool,
 }
 
 impl Answer {
@@ -122,6 +128,8 @@ impl Answer {
             position,
             blocked,
             taken,
+            shadow_limited: false,
+            soft_over: false,
         }
     }
 }
@@ -173,11 +181,65 @@ entry_point!(rl_slidingwindow, sliding_window::SPEC);
 entry_point!(rl_slidinglog, sliding_log::SPEC);
 entry_point!(rl_leakybucket, leaky_bucket::SPEC);
 entry_point!(rl_all, all::SPEC);
+entry_point!(rl_limit, limit::SPEC);
+
+/// The entry point of `RL.POLICY`'s subcommand `$i` (in
+/// [`policy::SUBCOMMANDS`]).
+macro_rules! subcommand_entry_point {
+    ($fn_name:ident, $i:expr) => {
+        extern "C" fn $fn_name(
+            ctx: *mut redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut redis_module::raw::RedisModuleString,
+            argc: std::ffi::c_int,
+        ) -> std::ffi::c_int {
+            registry::dispatch(ctx, argv, argc, |ctx, args| {
+                run_subcommand(ctx, args, &policy::SUBCOMMANDS[$i])
+            })
+        }
+    };
+}
+subcommand_entry_point!(rl_policy_set, 0);
+subcommand_entry_point!(rl_policy_get, 1);
+subcommand_entry_point!(rl_policy_del, 2);
+subcommand_entry_point!(rl_policy_list, 3);
+subcommand_entry_point!(rl_policy_load, 4);
+subcommand_entry_point!(rl_policy_dump, 5);
+subcommand_entry_point!(rl_policy_resetstats, 6);
+
+/// The entry points of [`policy::SUBCOMMANDS`], in order.
+const SUBCOMMAND_ENTRIES: [EntryPoint; 7] = [
+    rl_policy_set,
+    rl_policy_get,
+    rl_policy_del,
+    rl_policy_list,
+    rl_policy_load,
+    rl_policy_dump,
+    rl_policy_resetstats,
+];
+
+/// A call of an `RL.POLICY` subcommand: arity, the handler, its reply.
+fn run_subcommand(ctx: Ctx, argv: &[Arg], sub: &policy::Subcommand) -> c_int {
+    let argc = argv.len();
+    if argc < sub.min_argc || sub.max_argc.is_some_and(|max| argc > max) {
+        return reply::wrong_arity(ctx);
+    }
+    match (sub.handler)(ctx, &Args::new(argv)) {
+        Ok(value) => reply::send(ctx, &value),
+        Err(error) => reply::error(ctx, &error.to_string()),
+    }
+}
+
+/// Zeroes every command's statistics (`RL.POLICY RESETSTATS`).
+pub fn reset_command_stats() {
+    for (spec, _) in COMMANDS.iter() {
+        spec.stats.reset();
+    }
+}
 #[cfg(debug_assertions)]
 entry_point!(rl_debugpanic, debug::SPEC);
 
 /// Every command: its spec and its entry point.
-const COMMANDS: [(&Spec, EntryPoint); 8] = [
+const COMMANDS: [(&Spec, EntryPoint); 9] = [
     (&gcra::SPEC, rl_gcra),
     (&token_bucket::SPEC, rl_tokenbucket),
     (&throttle::SPEC, cl_throttle),
@@ -186,6 +248,7 @@ const COMMANDS: [(&Spec, EntryPoint); 8] = [
     (&sliding_log::SPEC, rl_slidinglog),
     (&leaky_bucket::SPEC, rl_leakybucket),
     (&all::SPEC, rl_all),
+    (&limit::SPEC, rl_limit),
 ];
 
 /// Debug builds also have `RL.DEBUGPANIC` (see [`debug`]); release builds none.
@@ -239,14 +302,41 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
             ctx.log_warning(&format!("ratelimit: {why}"));
         }
     }
+    if !registry::create_container(ctx, c"rl.policy") {
+        return Err("could not register rl.policy".into());
+    }
+    if let Err(why) = registry::document(ctx, c"rl.policy", &policy::CONTAINER_DOC, None) {
+        ctx.log_warning(&format!("ratelimit: {why}"));
+    }
+    for (sub, entry) in policy::SUBCOMMANDS.iter().zip(SUBCOMMAND_ENTRIES) {
+        if !registry::create_subcommand(ctx, c"rl.policy", sub.name, entry, sub.flags) {
+            return Err(format!(
+                "could not register {}",
+                sub.full_name.to_string_lossy()
+            ));
+        }
+        if let Err(why) = registry::document(ctx, sub.full_name, sub.doc, own_category) {
+            ctx.log_warning(&format!("ratelimit: {why}"));
+        }
+    }
     settings::apply(settings);
     if !config::register(ctx) {
         return Err("the server refused the module's configs (ratelimit.*)".into());
+    }
+    // Policies ride in RDB files as module auxiliary data, which takes a
+    // data type (registered at load only; see `settings`).
+    if settings::policies()
+        && !rdb::register_aux_type(ctx, c"rl-policy", policy::RDB_ENCVER, &policy::AUX_HOOKS)
+    {
+        return Err("the server refused the module's data type (for policies)".into());
     }
     info::register_info(ctx);
     // Last: it subscribes to server events, and Redis 7.0 does not remove a
     // failed load's subscriptions (the next event would call unloaded code).
     propagate::init(ctx, settings::propagate_always());
+    if settings::policies() && !info::subscribe_loading(ctx) {
+        return Err("could not subscribe to dataset loads (for policies)".into());
+    }
     Ok(())
 }
 
@@ -259,11 +349,14 @@ pub fn write_info(out: &mut info::InfoWriter) {
     for (spec, _) in COMMANDS.iter() {
         spec.stats.write(out, spec.stat_name);
     }
+    policy::write_info(out);
 }
 
 /// Frees what [`load`] created (at `MODULE UNLOAD`, or after a refused load).
 pub fn unload(_ctx: Ctx) {
     effects::free_constants();
+    policy::clear();
+    rdb::forget_aux_type();
     // The server removes a module's filters and subscriptions itself.
     info::forget_sync_filter();
 }

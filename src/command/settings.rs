@@ -11,6 +11,13 @@
 //!   [`SLIDING_LOG_MAX_LIMIT_DEFAULT`]. It bounds the work of one call (see
 //!   `command::sliding_log`); larger limits belong to `RL.SLIDINGWINDOW`.
 //!
+//! * `policies yes|no` (default `yes`): server-side policies (`RL.POLICY`,
+//!   `RL.LIMIT`). They are saved in RDB files as module auxiliary data, which
+//!   takes a module data type — and the server refuses `MODULE UNLOAD` for a
+//!   module with a data type. `no` keeps the module unloadable (and, on Redis
+//!   7.0, its RDB files loadable without it); `RL.POLICY` and `RL.LIMIT` then
+//!   answer an error.
+//!
 //! Anything else refuses the load, with a log line.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -24,12 +31,14 @@ pub const SLIDING_LOG_MAX_LIMIT_DEFAULT: i64 = 1_000;
 
 static SLIDING_LOG_MAX_LIMIT: AtomicI64 = AtomicI64::new(SLIDING_LOG_MAX_LIMIT_DEFAULT);
 static PROPAGATE_ALWAYS: AtomicBool = AtomicBool::new(false);
+static POLICIES: AtomicBool = AtomicBool::new(true);
 
 /// The settings of one load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     pub propagate_always: bool,
     pub sliding_log_max_limit: i64,
+    pub policies: bool,
 }
 
 /// Parses the module arguments; an error text (for the log) refuses the load.
@@ -37,6 +46,7 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
     let mut settings = Settings {
         propagate_always: false,
         sliding_log_max_limit: SLIDING_LOG_MAX_LIMIT_DEFAULT,
+        policies: true,
     };
     let mut i = 0;
     while let Some(arg) = args.get(i) {
@@ -57,9 +67,17 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
                     ))
                 }
             }
+        } else if name.eq_ignore_ascii_case(b"policies") {
+            i += 1;
+            let value = args.get(i).map(|v| v.bytes().unwrap_or_default());
+            settings.policies = match value {
+                Some(v) if v.eq_ignore_ascii_case(b"yes") => true,
+                Some(v) if v.eq_ignore_ascii_case(b"no") => false,
+                _ => return Err("policies needs yes or no".into()),
+            };
         } else {
             return Err(format!(
-                "unknown module argument '{}' (known: propagate-always, sliding-log-max-limit <n>)",
+                "unknown module argument '{}' (known: propagate-always, sliding-log-max-limit <n>, policies yes|no)",
                 String::from_utf8_lossy(name)
             ));
         }
@@ -73,6 +91,7 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
 pub fn apply(settings: Settings) {
     SLIDING_LOG_MAX_LIMIT.store(settings.sliding_log_max_limit, Ordering::Relaxed);
     PROPAGATE_ALWAYS.store(settings.propagate_always, Ordering::Relaxed);
+    POLICIES.store(settings.policies, Ordering::Relaxed);
 }
 
 /// The largest `limit` `RL.SLIDINGLOG` accepts now.
@@ -94,4 +113,14 @@ pub fn propagate_always() -> bool {
 /// Sets `propagate-always` (at load only: the config is immutable).
 pub fn set_propagate_always(always: bool) {
     PROPAGATE_ALWAYS.store(always, Ordering::Relaxed);
+}
+
+/// Whether server-side policies are on (`policies yes`, the default).
+pub fn policies() -> bool {
+    POLICIES.load(Ordering::Relaxed)
+}
+
+/// Sets `policies` (at load only: the config is immutable).
+pub fn set_policies(on: bool) {
+    POLICIES.store(on, Ordering::Relaxed);
 }

@@ -1,16 +1,18 @@
-//! Per-command statistics since load, shown by `INFO ratelimit` in the shape
-//! of `INFO commandstats`:
-//! `ratelimit_cmdstat_rl.gcra:calls_allowed=…,calls_limited=…,tokens_allowed=…,blocked=…`.
+//! Statistics since load (or `RL.POLICY RESETSTATS`), per command and per
+//! policy, shown by `INFO ratelimit` in the shape of `INFO commandstats`:
+//! `ratelimit_cmdstat_rl.gcra:calls_allowed=…,calls_limited=…,tokens_allowed=…,shadow_limited=…,soft_over=…,blocked=…`
+//! and `ratelimit_policy_<name>:…` with the same fields.
 //! Counting is a few relaxed atomic additions per call: no allocation, no
 //! lookup by name.
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::limiter::Tally;
 use super::Answer;
 use crate::server::info::InfoWriter;
 
-/// The counters of one command.
+/// The counters of one command or one policy.
 pub struct CommandStats {
     /// Allowed calls (refunds and allowed `PEEK`s included).
     allowed: AtomicU64,
@@ -20,6 +22,10 @@ pub struct CommandStats {
     tokens: AtomicU64,
     /// Calls refused by a block in force.
     blocked: AtomicU64,
+    /// Calls a `SHADOW` policy would have refused.
+    shadow_limited: AtomicU64,
+    /// Calls a `SOFT` policy admitted beyond its nominal limit.
+    soft_over: AtomicU64,
 }
 
 impl CommandStats {
@@ -29,6 +35,14 @@ impl CommandStats {
             limited: AtomicU64::new(0),
             tokens: AtomicU64::new(0),
             blocked: AtomicU64::new(0),
+            shadow_limited: AtomicU64::new(0),
+            soft_over: AtomicU64::new(0),
+        }
+    }
+
+    fn count(counter: &AtomicU64, yes: bool) {
+        if yes {
+            counter.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -44,6 +58,39 @@ impl CommandStats {
             let taken = u64::try_from(answer.taken).unwrap_or(0);
             self.tokens.fetch_add(taken, Ordering::Relaxed);
         }
+        Self::count(&self.shadow_limited, answer.shadow_limited);
+        Self::count(&self.soft_over, answer.soft_over);
+    }
+
+    /// Counts what one limit of an `RL.ALL` call did (a policy's line): the
+    /// call allowed (it took `taken` tokens), or refused by this limit; a
+    /// call refused by another limit only counts here as `shadow_limited`
+    /// when this limit is a shadow that would have refused it too.
+    pub fn record_limit(&self, tally: &Tally, call_allowed: bool, taken: i64) {
+        if call_allowed {
+            self.allowed.fetch_add(1, Ordering::Relaxed);
+            let taken = u64::try_from(taken).unwrap_or(0);
+            self.tokens.fetch_add(taken, Ordering::Relaxed);
+        } else if tally.limited {
+            self.limited.fetch_add(1, Ordering::Relaxed);
+            Self::count(&self.blocked, tally.blocked);
+        }
+        Self::count(&self.shadow_limited, tally.shadow_limited);
+        Self::count(&self.soft_over, tally.soft_over);
+    }
+
+    /// Zeroes every counter (`RL.POLICY RESETSTATS`).
+    pub fn reset(&self) {
+        for counter in [
+            &self.allowed,
+            &self.limited,
+            &self.tokens,
+            &self.blocked,
+            &self.shadow_limited,
+            &self.soft_over,
+        ] {
+            counter.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Writes this command's line.
@@ -54,6 +101,11 @@ impl CommandStats {
                 (c"calls_allowed", self.allowed.load(Ordering::Relaxed)),
                 (c"calls_limited", self.limited.load(Ordering::Relaxed)),
                 (c"tokens_allowed", self.tokens.load(Ordering::Relaxed)),
+                (
+                    c"shadow_limited",
+                    self.shadow_limited.load(Ordering::Relaxed),
+                ),
+                (c"soft_over", self.soft_over.load(Ordering::Relaxed)),
                 (c"blocked", self.blocked.load(Ordering::Relaxed)),
             ],
         );

@@ -1,5 +1,5 @@
-//! Module configs (Redis 7.0+, Valkey): `ratelimit.sliding-log-max-limit` and
-//! `ratelimit.propagate-always` show in `CONFIG GET ratelimit.*`, are set by
+//! Module configs (Redis 7.0+, Valkey): `ratelimit.sliding-log-max-limit`,
+//! `ratelimit.propagate-always` and `ratelimit.policies` show in `CONFIG GET ratelimit.*`, are set by
 //! `ratelimit.<name> <value>` lines of the server's config (or
 //! `MODULE LOADEX … CONFIG`), change with `CONFIG SET` where that is safe, and
 //! persist with `CONFIG REWRITE`. The values live in `command::settings`; the
@@ -55,7 +55,21 @@ pub fn register(ctx: Ctx) -> bool {
             std::ptr::null_mut(),
         )
     };
-    if limit != OK || always != OK {
+    // Policies need a data type, registered at load: immutable too.
+    // SAFETY: as above.
+    let policies = unsafe {
+        boolean(
+            ctx.as_ptr(),
+            c"policies".as_ptr(),
+            c_int::from(settings::policies()),
+            raw::REDISMODULE_CONFIG_IMMUTABLE as c_uint,
+            Some(get_policies),
+            Some(set_policies),
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    if limit != OK || always != OK || policies != OK {
         return false;
     }
     // SAFETY: the load context, after registering every config.
@@ -95,6 +109,25 @@ extern "C" fn set_propagate_always(
     guard(
         || {
             settings::set_propagate_always(value != 0);
+            OK
+        },
+        || ERR,
+    )
+}
+
+extern "C" fn get_policies(_name: *const c_char, _data: *mut c_void) -> c_int {
+    guard(|| c_int::from(settings::policies()), || 0)
+}
+
+extern "C" fn set_policies(
+    _name: *const c_char,
+    value: c_int,
+    _data: *mut c_void,
+    _err: *mut *mut RedisModuleString,
+) -> c_int {
+    guard(
+        || {
+            settings::set_policies(value != 0);
             OK
         },
         || ERR,

@@ -147,6 +147,13 @@ pub fn count_dirty(ctx: Ctx) {
     }
 }
 
+/// Propagates the current command as the client sent it (to replicas and
+/// the AOF): for commands whose result does not depend on the clock or the
+/// keyspace (`RL.POLICY SET`, …).
+pub fn replicate_verbatim(ctx: Ctx) {
+    count_dirty(ctx);
+}
+
 /// Signals `name` as modified (`WATCH`, client-side caching).
 pub fn signal_modified(ctx: Ctx, name: Arg) -> Result<()> {
     let signal = api!(RedisModule_SignalModifiedKey);

@@ -13,7 +13,7 @@ use redis_module::raw::{
 };
 
 use super::{api_fn, guard, Ctx, OK};
-use crate::command::propagate;
+use crate::command::{policy, propagate};
 
 /// `INFO replication` as far as skipping propagation needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,13 +227,45 @@ pub fn subscribe_role_and_loading(ctx: Ctx) -> bool {
     })
 }
 
+/// Subscribes to dataset loads for the policies (see
+/// `command::policy::on_load_start`). False when the server lacks the API or
+/// refused.
+pub fn subscribe_loading(ctx: Ctx) -> bool {
+    // SAFETY: a plain read of a function pointer set at load.
+    let Some(subscribe) = (unsafe { raw::RedisModule_SubscribeToServerEvent }) else {
+        return false;
+    };
+    let event = RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_LOADING,
+        dataver: 1,
+    };
+    // SAFETY: the load context; the callback is a static function (the same
+    // one `subscribe_role_and_loading` gives, so either order works).
+    unsafe { subscribe(ctx.as_ptr(), event, Some(on_event)) == OK }
+}
+
 extern "C" fn on_event(
     _ctx: *mut RedisModuleCtx,
-    _event: RedisModuleEvent,
-    _subevent: u64,
+    event: RedisModuleEvent,
+    subevent: u64,
     _data: *mut c_void,
 ) {
-    guard(propagate::on_role_or_load, || ());
+    guard(
+        || {
+            if event.id == raw::REDISMODULE_EVENT_LOADING {
+                match subevent {
+                    raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
+                    | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
+                    | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => policy::on_load_start(),
+                    raw::REDISMODULE_SUBEVENT_LOADING_ENDED => policy::on_load_ended(),
+                    raw::REDISMODULE_SUBEVENT_LOADING_FAILED => policy::on_load_failed(),
+                    _ => {}
+                }
+            }
+            propagate::on_role_or_load();
+        },
+        || (),
+    );
 }
 
 /// Whether the server has `command` under its own name (`COMMAND INFO`

@@ -21,6 +21,7 @@ pub mod effects;
 pub mod info;
 pub mod key;
 pub mod load;
+pub mod rdb;
 pub mod registry;
 pub mod reply;
 pub mod string;

@@ -118,6 +118,8 @@ pub enum KeySpec {
     One,
     /// `numkeys` at position 1, then that many keys (as `EVAL` and `ZUNION`).
     NumKeys,
+    /// No keys (`RL.POLICY`'s subcommands).
+    None,
 }
 
 /// What `COMMAND DOCS` shows for one command.
@@ -165,6 +167,67 @@ pub fn no_implicit_signal_modified(ctx: Ctx) {
             )
         };
     }
+}
+
+/// An all-zero key spec (the end of a key spec array).
+fn unsafe_zeroed_key_spec() -> RedisModuleCommandKeySpec {
+    // SAFETY: all-zero is a valid value of this plain C struct.
+    unsafe { std::mem::zeroed() }
+}
+
+/// Registers the container command `name` (`RL.POLICY`): it has no handler of
+/// its own, only the subcommands [`create_subcommand`] adds (`name|sub`).
+/// False when the server refused.
+pub fn create_container(ctx: Ctx, name: &CStr) -> bool {
+    let Some(create) = (
+        // SAFETY: a plain read of a function pointer set at load.
+        unsafe { raw::RedisModule_CreateCommand }
+    ) else {
+        return false;
+    };
+    // SAFETY: the load context; the name and flags are NUL-terminated; a
+    // container has no handler and no keys.
+    let status = unsafe { create(ctx.as_ptr(), name.as_ptr(), None, c"".as_ptr(), 0, 0, 0) };
+    status == OK
+}
+
+/// Registers the subcommand `sub` of the container `parent` with `entry`
+/// and `flags`, without keys. False when the server refused (or has no
+/// subcommands: Redis 7.0+ has them).
+pub fn create_subcommand(
+    ctx: Ctx,
+    parent: &CStr,
+    sub: &CStr,
+    entry: EntryPoint,
+    flags: &CStr,
+) -> bool {
+    let (Some(get_command), Some(create)) = (
+        // SAFETY: plain reads of function pointers set at load.
+        unsafe { raw::RedisModule_GetCommand },
+        // SAFETY: as above.
+        unsafe { raw::RedisModule_CreateSubcommand },
+    ) else {
+        return false;
+    };
+    // SAFETY: the load context; `parent` is NUL-terminated.
+    let container = unsafe { get_command(ctx.as_ptr(), parent.as_ptr()) };
+    if container.is_null() {
+        return false;
+    }
+    // SAFETY: a command of this module; the name and flags are
+    // NUL-terminated; no keys.
+    let status = unsafe {
+        create(
+            container,
+            sub.as_ptr(),
+            Some(entry),
+            flags.as_ptr(),
+            0,
+            0,
+            0,
+        )
+    };
+    status == OK
 }
 
 /// Registers `name` with `entry`. A [`KeySpec::One`] command has its key at
@@ -278,6 +341,8 @@ fn set_command_info(
         raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
     key_specs[0].bs.index.pos = 1;
     match doc.keys {
+        // No key spec: the zeroed first entry ends the array.
+        KeySpec::None => key_specs[0] = unsafe_zeroed_key_spec(),
         KeySpec::One => {
             key_specs[0].find_keys_type =
                 raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;

@@ -43,3 +43,61 @@ pub fn wrong_arity(ctx: Ctx) -> c_int {
         None => OK,
     }
 }
+
+/// A reply of an administrative command (`RL.POLICY …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// `+OK`.
+    Ok,
+    Integer(i64),
+    /// A bulk string.
+    Bulk(Vec<u8>),
+    /// The null reply.
+    Null,
+    Array(Vec<Reply>),
+    /// An error reply; the text starts with its code (`ERR …`).
+    Error(String),
+}
+
+/// Sends `value` as the reply of the current command.
+pub fn send(ctx: Ctx, value: &Reply) -> c_int {
+    match value {
+        Reply::Ok => {
+            if let Some(simple) = api_fn!(RedisModule_ReplyWithSimpleString) {
+                // SAFETY: the context of the current command; a static C string.
+                unsafe { simple(ctx.as_ptr(), c"OK".as_ptr()) };
+            }
+        }
+        Reply::Integer(v) => {
+            if let Some(integer) = api_fn!(RedisModule_ReplyWithLongLong) {
+                // SAFETY: the context of the current command.
+                unsafe { integer(ctx.as_ptr(), *v) };
+            }
+        }
+        Reply::Bulk(bytes) => {
+            if let Some(buffer) = api_fn!(RedisModule_ReplyWithStringBuffer) {
+                // SAFETY: as above; the server copies `bytes.len()` bytes.
+                unsafe { buffer(ctx.as_ptr(), bytes.as_ptr().cast(), bytes.len()) };
+            }
+        }
+        Reply::Null => {
+            if let Some(null) = api_fn!(RedisModule_ReplyWithNull) {
+                // SAFETY: the context of the current command.
+                unsafe { null(ctx.as_ptr()) };
+            }
+        }
+        Reply::Array(items) => {
+            if let Some(array) = api_fn!(RedisModule_ReplyWithArray) {
+                // SAFETY: as above; exactly `items.len()` replies follow.
+                unsafe { array(ctx.as_ptr(), items.len() as std::ffi::c_long) };
+                for item in items {
+                    send(ctx, item);
+                }
+            }
+        }
+        Reply::Error(text) => {
+            error(ctx, text);
+        }
+    }
+    OK
+}

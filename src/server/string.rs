@@ -140,6 +140,24 @@ impl OwnedString {
         string_bytes(self.as_ptr()).unwrap_or_default()
     }
 
+    /// A string with no context holding `bytes` (freed on drop).
+    pub fn detached_bytes(bytes: &[u8]) -> Result<Self> {
+        let create = api!(RedisModule_CreateString);
+        // SAFETY: a NULL context is allowed; the server copies the bytes.
+        let raw = unsafe { create(std::ptr::null_mut(), bytes.as_ptr().cast(), bytes.len()) };
+        Self::from_raw(None, raw).ok_or(Error::Internal {
+            what: "could not create a string",
+        })
+    }
+
+    /// This string as an argument (to parse it as a command argument).
+    pub fn as_arg(&self) -> Arg<'_> {
+        Arg {
+            raw: self.raw,
+            _call: PhantomData,
+        }
+    }
+
     /// A string with no context (it outlives every call: the module frees it
     /// at unload), holding `text`.
     pub fn detached(text: &'static CStr) -> Result<Self> {

@@ -99,6 +99,21 @@ impl Server {
         Server::launch(dir, &[], extra)
     }
 
+    /// A server without the module, on the files of `dir` (an RDB, say).
+    pub fn start_without_module_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        Server::launch(dir, &[], extra)
+    }
+
+    /// A server that loads the module with `module_args`
+    /// (`--loadmodule <path> policies no`).
+    pub fn start_with_module_args(module_args: &[&str], extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let module = module_path();
+        let mut load: Vec<&std::ffi::OsStr> = vec!["--loadmodule".as_ref(), module.as_os_str()];
+        load.extend(module_args.iter().map(|a| std::ffi::OsStr::new(*a)));
+        Server::launch(dir, &load, extra)
+    }
+
     fn launch(dir: tempfile::TempDir, load: &[&std::ffi::OsStr], extra: &[&str]) -> Server {
         for _attempt in 0..5 {
             let port = free_port();
@@ -212,6 +227,39 @@ fn wait_ready(child: &mut Child, port: u16, timeout: Duration) -> bool {
 }
 
 /// The five integers of an `RL.*` / `CL.THROTTLE` reply.
+/// Starts a server without the module on the files of `dir`, expecting it
+/// to refuse them and exit; returns its log.
+pub fn run_without_module_expecting_exit(dir: tempfile::TempDir, extra: &[&str]) -> String {
+    let port = free_port();
+    let mut child = Command::new(server_binary())
+        .arg("--port")
+        .arg(port.to_string())
+        .args(["--bind", "127.0.0.1", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--logfile")
+        .arg(dir.path().join("server.log"))
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server");
+    let deadline = Instant::now() + startup_timeout();
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not refuse the files and exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default()
+}
+
 pub type Reply = [i64; 5];
 
 /// Runs a command and returns its five-integer reply.
