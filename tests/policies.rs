@@ -109,6 +109,8 @@ fn set_get_list_dump_load_del_round_trip() {
         dump(&mut con),
         "extra FIXEDWINDOW 3 1\nfree GCRA 9 10 1\nlogin SLIDINGLOG 5 60 SHADOW SOFT 20 BLOCK 900\n"
     );
+    assert_eq!(stats(&mut con, "policies"), "3");
+    assert_eq!(stats(&mut con, "policies_enabled"), "1");
     let deleted: i64 = query(&mut con, &["RL.POLICY", "DEL", "extra"]).unwrap();
     let again: i64 = query(&mut con, &["RL.POLICY", "DEL", "extra"]).unwrap();
     assert_eq!((deleted, again), (1, 0));
@@ -457,24 +459,25 @@ fn all_accepts_policies_except_leaky_buckets() {
         ],
     );
     assert_eq!((r[0], r[5]), (1, 2), "{r:?}");
-    // A shadow policy never refuses the call.
-    for _ in 0..3 {
-        let r = ints(
-            &mut con,
-            &[
-                "RL.ALL",
-                "2",
-                "{v}a",
-                "{v}b",
-                "POLICY",
-                "sh",
-                "FIXEDWINDOW",
-                "5",
-                "86400",
-            ],
-        );
-        assert_eq!(r[0], 0, "{r:?}");
+    // A shadow policy never refuses the call, nor binds it.
+    let both = [
+        "RL.ALL",
+        "2",
+        "{v}a",
+        "{v}b",
+        "POLICY",
+        "sh",
+        "FIXEDWINDOW",
+        "5",
+        "86400",
+    ];
+    for i in 0..3 {
+        let r = ints(&mut con, &both);
+        assert_eq!((r[0], r[1], r[2], r[5]), (0, 5, 4 - i, 2), "{r:?}");
     }
+    // Only shadows: one of them binds (and never refuses).
+    let r = ints(&mut con, &["RL.ALL", "1", "{v}a", "POLICY", "sh"]);
+    assert_eq!((r[0], r[2], r[5]), (0, 0, 1), "{r:?}");
     let e = call_err(&mut con, &["RL.ALL", "1", "k", "POLICY", "q"]);
     assert!(e.contains("LEAKYBUCKET cannot be part of RL.ALL"), "{e}");
     let e = call_err(&mut con, &["RL.ALL", "1", "k", "POLICY", "nope"]);
@@ -702,6 +705,7 @@ fn policies_no_refuses_policy_commands_and_keeps_the_module_unloadable() {
         let config: Vec<String> =
             query(&mut con, &["CONFIG", "GET", "ratelimit.policies"]).unwrap();
         assert_eq!(config, ["ratelimit.policies", "no"]);
+        assert_eq!(stats(&mut con, "policies_enabled"), "0");
         let e = call_err(&mut con, &["RL.POLICY", "SET", "a", "GCRA", "1", "1", "1"]);
         assert!(e.contains("policies are off"), "{e}");
         let e = call_err(&mut con, &["RL.LIMIT", "k", "a"]);

@@ -141,6 +141,8 @@ struct Planned<'a> {
     decision: Decision,
     /// Refused by a block in force.
     blocked: bool,
+    /// A `SHADOW` limit (it never refuses, nor binds in `RL.ALL`).
+    shadow: bool,
     shadow_limited: bool,
     soft_over: bool,
     /// What the call writes to this key when it is applied: the new state of
@@ -213,8 +215,19 @@ pub fn run(
         keys.push(key);
         planned.push(p);
     }
-    let (binding, decision, allowed) =
-        all::binding(planned.iter().map(|p| p.decision)).ok_or(Error::LimitCount)?;
+    // A shadow limit never refuses, nor binds: the binding limit is among
+    // the others (among all when every limit is a shadow).
+    let all_shadow = planned.iter().all(|p| p.shadow);
+    let positions: Few<usize> = (0..planned.len())
+        .filter(|&i| all_shadow || planned.get(i).is_some_and(|p| !p.shadow))
+        .collect();
+    let (at, decision, allowed) = all::binding(
+        positions
+            .iter()
+            .filter_map(|&i| planned.get(i).map(|p| p.decision)),
+    )
+    .ok_or(Error::LimitCount)?;
+    let binding = positions.get(at).copied().ok_or(Error::LimitCount)?;
     let blocked = planned.iter().any(|p| p.blocked);
     let mut answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
     answer.shadow_limited = planned.iter().any(|p| p.shadow_limited);
@@ -276,6 +289,7 @@ fn planned<'a>(
             name,
             decision,
             blocked: false,
+            shadow: true,
             shadow_limited: true,
             soft_over: false,
             write: Write::Nothing,
@@ -285,6 +299,7 @@ fn planned<'a>(
         name,
         decision,
         blocked: blocked && decision.limited,
+        shadow: modes.shadow,
         shadow_limited: false,
         soft_over,
         write,

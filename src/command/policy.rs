@@ -501,9 +501,12 @@ pub const CONTAINER_DOC: docs::CommandDoc = docs::CommandDoc {
 
 // --- statistics, RDB, loading ------------------------------------------------
 
-/// `INFO ratelimit`: one `policy_<name>` line per policy.
+/// `INFO ratelimit`: whether policies are on, how many there are, then one
+/// `policy_<name>` line per policy (the server shows `:` in a name as `_`).
 pub fn write_info(out: &mut InfoWriter) {
     let map = policies();
+    out.field(c"policies_enabled", u64::from(settings::policies()));
+    out.field(c"policies", map.len() as u64);
     for (name, policy) in map.iter() {
         let mut line = b"policy_".to_vec();
         line.extend_from_slice(name);
