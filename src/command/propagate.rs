@@ -11,8 +11,12 @@
 //! The module skips that work only when the server would drop the effect
 //! anyway, and knows it exactly:
 //!
-//! * AOF and role are read from `RedisModule_GetContextFlags` on every write
-//!   (the AOF flag is set whenever the AOF is not off, rewrite included).
+//! * AOF and role are read from `RedisModule_GetContextFlags` (the AOF flag
+//!   is set whenever the AOF is not off, rewrite included) at every write
+//!   until "no consumer" is known; from then on only after a config change
+//!   (the AOF turns on only through `CONFIG SET appendonly`; the server
+//!   reports config changes to modules from 7.0), a role change or a load.
+//!   Where the config event cannot be had, at every write.
 //! * "No backlog and no replica" is read from `INFO replication`
 //!   (`repl_backlog_active:0`, `connected_slaves:0`) at the first write, and
 //!   kept true by a command filter that watches for `SYNC` / `PSYNC`: on a
@@ -56,6 +60,9 @@ static SKIPPED: AtomicU64 = AtomicU64::new(0);
 /// something consuming effects: skipping is over until the module is loaded
 /// again.
 static CONSUMER_SEEN: AtomicBool = AtomicBool::new(false);
+/// The server reports config changes to the module: while `NO_CONSUMER`
+/// holds, a write need not read the context flags again.
+static CONFIG_WATCHED: AtomicBool = AtomicBool::new(false);
 
 /// Resets what is known (a reloaded module must not trust a previous load's
 /// state) and subscribes to the events that invalidate it. Called at load;
@@ -65,6 +72,7 @@ pub fn init(ctx: Ctx, propagate_always: bool) {
     info::forget_sync_filter();
     NO_CONSUMER.store(false, Ordering::Relaxed);
     CONSUMER_SEEN.store(false, Ordering::Relaxed);
+    CONFIG_WATCHED.store(false, Ordering::Relaxed);
     PROPAGATED.store(0, Ordering::Relaxed);
     SKIPPED.store(0, Ordering::Relaxed);
     if propagate_always {
@@ -81,6 +89,7 @@ pub fn init(ctx: Ctx, propagate_always: bool) {
     if !apis || !sync_visible || !info::subscribe_role_and_loading(ctx) {
         return;
     }
+    CONFIG_WATCHED.store(info::subscribe_config_changes(ctx), Ordering::Relaxed);
     // Last: once registered, writes may skip.
     info::register_sync_filter(ctx);
 }
@@ -114,6 +123,11 @@ fn decide(ctx: Ctx) -> bool {
     if !info::sync_filter_registered() {
         return true;
     }
+    // Nothing that could bring a consumer happened since it was known that
+    // there is none (every such change resets NO_CONSUMER).
+    if NO_CONSUMER.load(Ordering::Relaxed) && CONFIG_WATCHED.load(Ordering::Relaxed) {
+        return false;
+    }
     let flags = effects::context_flags(ctx);
     let skip = flags & redis_module::raw::REDISMODULE_CTX_FLAGS_AOF == 0
         && flags & redis_module::raw::REDISMODULE_CTX_FLAGS_MASTER != 0
@@ -143,7 +157,8 @@ pub fn on_sync() {
 }
 
 /// Role changes and dataset loads can create (or free) a backlog without
-/// `SYNC`: forget what was known; the next write asks again.
+/// `SYNC`, and a config change can turn the AOF on: forget what was known;
+/// the next write asks again.
 pub fn on_role_or_load() {
     NO_CONSUMER.store(false, Ordering::Relaxed);
 }

@@ -227,6 +227,22 @@ pub fn subscribe_role_and_loading(ctx: Ctx) -> bool {
     })
 }
 
+/// Subscribes to config changes, reported to
+/// `command::propagate::on_role_or_load` (the AOF turns on through
+/// `CONFIG SET appendonly`). False when the server lacks the event or refused.
+pub fn subscribe_config_changes(ctx: Ctx) -> bool {
+    // SAFETY: a plain read of a function pointer set at load.
+    let Some(subscribe) = (unsafe { raw::RedisModule_SubscribeToServerEvent }) else {
+        return false;
+    };
+    let event = RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_CONFIG,
+        dataver: 1,
+    };
+    // SAFETY: the load context; the callback is a static function.
+    unsafe { subscribe(ctx.as_ptr(), event, Some(on_event)) == OK }
+}
+
 /// Subscribes to dataset loads for the policies (see
 /// `command::policy::on_load_start`). False when the server lacks the API or
 /// refused.
