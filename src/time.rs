@@ -59,12 +59,6 @@ pub const fn ceil_ms(us: i64) -> i64 {
     ceil_div(us, US_PER_MS)
 }
 
-/// A non-negative duration in µs, rounded up to whole seconds.
-#[inline]
-pub const fn ceil_secs(us: i64) -> i64 {
-    ceil_div(us, US_PER_SEC)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,8 +92,6 @@ mod tests {
         assert_eq!(ceil_ms(1), 1);
         assert_eq!(ceil_ms(1_000), 1);
         assert_eq!(ceil_ms(1_001), 2);
-        assert_eq!(ceil_secs(2_000_000), 2);
-        assert_eq!(ceil_secs(2_000_001), 3);
         assert_eq!(ceil_ms(i64::MAX), i64::MAX / 1000 + 1);
     }
 }
