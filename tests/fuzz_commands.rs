@@ -1604,7 +1604,7 @@ impl Checked<'_> {
         let (code, detail) = (e.code(), e.details().unwrap_or(""));
         let checked = if code != "ERR" && code != "WRONGTYPE" {
             Err(format!("unexpected error code {code} {detail}"))
-        } else if detail.contains("internal error") && !known_cell_overflow(self.args()) {
+        } else if detail.contains("internal error") {
             Err(format!("internal error (a caught panic?): {code} {detail}"))
         } else {
             self.others_unchanged(&[])
@@ -1617,38 +1617,6 @@ impl Checked<'_> {
         };
         Some(checked)
     }
-}
-
-/// TODO(bug: CL.THROTTLE tolerance overflow): `CellGcra::new`
-/// (src/algorithm/cell.rs) computes `τ = T × (max_burst + 1)` in i128
-/// unchecked, assuming it fits; it does not when the emission interval `T`
-/// (up to 9.2 × 10²⁷ ns) times the limit exceeds 1.7 × 10³⁸, e.g.
-/// `CL.THROTTLE k 9200000000001 1 922337203685477580`. Debug builds panic
-/// (caught: "internal error", nothing written); release builds wrap to a
-/// negative τ that passes the bound check. It should answer "ERR parameters
-/// too large". Until it is fixed, the fuzz test excuses an internal error for
-/// exactly these parameters (the key must still be unchanged); then remove
-/// this function and its use, and tighten
-/// `cl_throttle_tolerance_overflow_is_refused` below.
-fn known_cell_overflow(args: &[Vec<u8>]) -> bool {
-    let int = |a: &Vec<u8>| std::str::from_utf8(a).ok()?.parse::<i64>().ok();
-    if args.len() < 5 || !args[0].eq_ignore_ascii_case(b"CL.THROTTLE") {
-        return false;
-    }
-    let (Some(burst), Some(count), Some(period)) = (int(&args[2]), int(&args[3]), int(&args[4]))
-    else {
-        return false;
-    };
-    if !(0..i64::MAX).contains(&burst) || count < 1 || period < 1 {
-        return false;
-    }
-    let period_ns = i128::from(period) * 1_000_000_000;
-    let interval_ns = if period_ns < 1 << 53 {
-        period_ns / i128::from(count)
-    } else {
-        (period_ns as f64 / count as f64) as i128
-    };
-    interval_ns.checked_mul(i128::from(burst) + 1).is_none()
 }
 
 fn check(cx: &Checked) -> Result<Seen, String> {
@@ -2009,12 +1977,10 @@ fn a_hundred_thousand_random_calls_never_hurt_the_server() {
     fuzz(seed(), batches(), 1_000);
 }
 
-/// The smallest reproduction of the bug [`known_cell_overflow`] excuses.
-/// TODO(bug: CL.THROTTLE tolerance overflow): once fixed, require the
-/// overflow error only (and that nothing was written). Today a debug build
-/// answers the caught panic's "internal error"; a release build (no
-/// overflow checks) accepts the parameters with a wrapped, negative τ and
-/// answers a fresh key limited: `[1, 9200000000002, 0, 9223372036855, 0]`.
+/// `τ = T × (max_burst + 1)` of `CL.THROTTLE` once passed i128 (found by this
+/// fuzz test): a debug build panicked (caught: "internal error") and a release
+/// build wrapped to a negative τ and refused every call. It is an overflow
+/// error, and nothing is written.
 #[test]
 fn cl_throttle_tolerance_overflow_is_refused() {
     let mut server = Server::start();
@@ -2026,24 +1992,12 @@ fn cl_throttle_tolerance_overflow_is_refused() {
         "1",
         "922337203685477580",
     ];
-    let owned: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
-    assert!(known_cell_overflow(&owned));
-    match common::query::<Value>(&mut con, &args) {
-        Err(e) => {
-            let text = common::error_text(&e);
-            assert!(
-                text.starts_with("ERR parameters too large") || text.contains("internal error"),
-                "{args:?} → {text}"
-            );
-        }
-        Ok(reply) => {
-            let fields = integers(&reply, 5);
-            assert!(
-                !cfg!(debug_assertions) && fields.as_ref().is_some_and(|r| r[0] == 1),
-                "{args:?} → {reply:?}"
-            );
-        }
-    }
+    let err = common::query::<Value>(&mut con, &args).expect_err("accepted");
+    let text = common::error_text(&err);
+    assert!(
+        text.starts_with("ERR parameters too large"),
+        "{args:?} → {text}"
+    );
     let exists: i64 = redis::cmd("EXISTS").arg("k").query(&mut con).unwrap();
     assert_eq!(exists, 0, "the call wrote");
     assert!(server.is_alive());

@@ -124,8 +124,11 @@ impl CellGcra {
             });
         }
         let limit = max_burst.checked_add(1).ok_or(Error::Overflow)?;
-        // T ≤ 9.3 × 10²⁷ and limit < 2⁶³: the product fits in i128.
-        let delay_variation_tolerance_ns = emission_interval_ns * i128::from(limit);
+        // T reaches 9.3 × 10²⁷ ns and the limit 2⁶³: the product can pass
+        // i128's 1.7 × 10³⁸ (found by the fuzz test).
+        let delay_variation_tolerance_ns = emission_interval_ns
+            .checked_mul(i128::from(limit))
+            .ok_or(Error::Overflow)?;
         if delay_variation_tolerance_ns > i128::from(MAX_TOLERANCE_US) * NS_PER_US {
             return Err(Error::Overflow);
         }
@@ -340,6 +343,16 @@ pub const fn retry_after_secs(limited: bool, retry_after_us: Option<i64>) -> i64
 mod tests {
     use super::*;
     use crate::algorithm::table::{S, T0};
+
+    #[test]
+    fn a_tolerance_past_i128_is_an_overflow_error() {
+        // T ≈ 9.2 × 10²⁶ ns times a limit of 9.2 × 10¹² passes i128.
+        assert_eq!(
+            CellGcra::new(9_200_000_000_001, 1, 922_337_203_685_477_580),
+            Err(Error::Overflow)
+        );
+        assert_eq!(CellGcra::new(i64::MAX - 1, 1, i64::MAX), Err(Error::Overflow));
+    }
 
     #[test]
     fn reads_nanosecond_and_microsecond_tats() {
