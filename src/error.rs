@@ -51,6 +51,11 @@ pub enum Error {
     #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] after the parameters")]
     Syntax,
 
+    /// `RL.FIXEDWINDOW` / `RL.SLIDINGWINDOW` trailing arguments that are not
+    /// valid options.
+    #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] {own} after the parameters")]
+    WindowSyntax { own: &'static str },
+
     /// `RL.ALL` with the same key twice.
     #[error("ERR RL.ALL names the same key twice")]
     DuplicateKey,
@@ -90,6 +95,17 @@ pub enum Error {
     /// `RL.ALL` with a leaky bucket.
     #[error("ERR LEAKYBUCKET cannot be part of RL.ALL: its 'allowed after a delay' has no all-or-nothing meaning")]
     LeakyBucketInAll,
+
+    /// `RL.FIXEDWINDOW` with the other `ALIGN` than the key's state was
+    /// written with (`stored` names that one).
+    #[error("ERR this key's window was started with ALIGN {stored}: call it with ALIGN {stored}, or DEL the key first")]
+    AlignMismatch { stored: &'static str },
+
+    /// `RL.SLIDINGWINDOW` with or without `BUCKETS` on a key written the other way.
+    #[error(
+        "ERR this key holds a sliding window {stored}: call it the same way, or DEL the key first"
+    )]
+    BucketsMismatch { stored: &'static str },
 
     /// The key exists and is not of the type this command keeps its state in.
     #[error("WRONGTYPE Operation against a key holding the wrong kind of value")]

@@ -447,3 +447,104 @@ fn changing_the_window_of_a_live_key_never_pushes_it_into_the_far_future() {
         assert!(pttl <= 120_001, "{cmd}: the key now lives {pttl} ms");
     }
 }
+
+#[test]
+fn fixed_window_align_first_starts_at_the_first_request_and_expires_at_its_end() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // 2 per 300 ms, the window opening at the first request.
+    let args = ["RL.FIXEDWINDOW", "first", "2", "0.3", "ALIGN", "FIRST"];
+    let before = server_now_us(&mut con);
+    let r = call(&mut con, &args);
+    assert_eq!((r[0], r[1], r[2], r[3], r[4]), (0, 2, 1, -1, 300), "{r:?}");
+    let state: String = query(&mut con, &["GET", "first"]).unwrap();
+    let start: i64 = state
+        .strip_prefix('F')
+        .and_then(|s| s.split(':').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("state {state}"));
+    let after = server_now_us(&mut con);
+    // (Redis 7.0's module clock has ms resolution.)
+    assert!(
+        before - 1_000 < start && start <= after,
+        "{start} not in [{before}, {after}]"
+    );
+    // The key expires when the window ends (ms, rounded up).
+    let expire_ms: i64 = query(&mut con, &["PEXPIRETIME", "first"]).unwrap();
+    assert_eq!(expire_ms, (start + 300_000 + 999) / 1_000);
+    assert_eq!(call(&mut con, &args)[0], 0);
+    let refused = call(&mut con, &args);
+    assert_eq!(refused[0], 1);
+    assert!(refused[3] > 0 && refused[3] <= 300, "{refused:?}");
+    // A retry at retry_after succeeds, in a new window that starts then.
+    std::thread::sleep(Duration::from_millis(refused[3] as u64));
+    let again = call(&mut con, &args);
+    assert_eq!((again[0], again[2], again[4]), (0, 1, 300), "{again:?}");
+    // PEEK, REFUND and BLOCK take ALIGN FIRST too.
+    let peek = call(
+        &mut con,
+        &[
+            "RL.FIXEDWINDOW",
+            "first",
+            "2",
+            "0.3",
+            "PEEK",
+            "ALIGN",
+            "FIRST",
+        ],
+    );
+    assert_eq!(peek[..3], [0, 2, 0]);
+    call(&mut con, &args);
+    let refund = call(
+        &mut con,
+        &[
+            "RL.FIXEDWINDOW",
+            "first",
+            "2",
+            "0.3",
+            "ALIGN",
+            "FIRST",
+            "REFUND",
+            "1",
+        ],
+    );
+    assert_eq!(refund[..4], [0, 2, 1, -1]);
+    // The other alignment is refused while the key exists, and writes nothing.
+    let dump: Vec<u8> = query(&mut con, &["DUMP", "first"]).unwrap_or_default();
+    for other in [
+        vec!["RL.FIXEDWINDOW", "first", "2", "0.3"],
+        vec!["RL.FIXEDWINDOW", "first", "2", "0.3", "ALIGN", "EPOCH"],
+    ] {
+        let e = call_err(&mut con, &other);
+        assert!(e.contains("started with ALIGN FIRST"), "{e}");
+    }
+    let epoch = call(&mut con, &["RL.FIXEDWINDOW", "epoch", "2", "60"]);
+    assert_eq!(epoch[0], 0);
+    let e = call_err(
+        &mut con,
+        &["RL.FIXEDWINDOW", "epoch", "2", "60", "ALIGN", "FIRST"],
+    );
+    assert!(e.contains("started with ALIGN EPOCH"), "{e}");
+    let after_refusals: Vec<u8> = query(&mut con, &["DUMP", "first"]).unwrap_or_default();
+    assert_eq!(dump, after_refusals);
+    for bad in [
+        vec!["RL.FIXEDWINDOW", "k", "2", "1", "ALIGN"],
+        vec!["RL.FIXEDWINDOW", "k", "2", "1", "ALIGN", "LAST"],
+        vec![
+            "RL.FIXEDWINDOW",
+            "k",
+            "2",
+            "1",
+            "ALIGN",
+            "FIRST",
+            "ALIGN",
+            "FIRST",
+        ],
+    ] {
+        let e = call_err(&mut con, &bad);
+        assert!(
+            e.starts_with("ERR syntax error") && e.contains("ALIGN EPOCH | ALIGN FIRST"),
+            "{e}"
+        );
+    }
+}

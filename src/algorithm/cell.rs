@@ -351,7 +351,10 @@ mod tests {
             CellGcra::new(9_200_000_000_001, 1, 922_337_203_685_477_580),
             Err(Error::Overflow)
         );
-        assert_eq!(CellGcra::new(i64::MAX - 1, 1, i64::MAX), Err(Error::Overflow));
+        assert_eq!(
+            CellGcra::new(i64::MAX - 1, 1, i64::MAX),
+            Err(Error::Overflow)
+        );
     }
 
     #[test]

@@ -19,6 +19,14 @@
 //! If the clock steps back into an earlier window (the stored start lies
 //! ahead of now), the stored window keeps counting: the limiter never admits
 //! more than `limit` per window.
+//!
+//! **`ALIGN FIRST`** ([`FixedWindow::first`]): a window starts at the first
+//! request that finds no open window and lasts `window` — the "time-bucketed"
+//! counter of the GCRA seed document (set the limit with an expiry at the
+//! first request, count down, refuse below zero), and the fixed window of
+//! rate-limiter-flexible and `limits`. Its stored value is
+//! `F<window_start_us>:<count>`: the `F` says which alignment wrote it, and a
+//! key is never read with the other one ([`Error::AlignMismatch`]).
 
 use super::{
     check_limit_and_window, parse_decimal, refunded, sub, window_start, write_decimal, Algorithm,
@@ -33,13 +41,26 @@ pub struct WindowCount {
     pub window_start_us: i64,
     /// Tokens admitted in that window.
     pub count: i64,
+    /// Written with `ALIGN FIRST` (stored with an `F` in front).
+    pub first: bool,
 }
 
-/// Fixed window parameters, validated. Build with [`FixedWindow::new`].
+/// Where windows start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    /// At multiples of `window` since the Unix epoch (`ALIGN EPOCH`, the default).
+    Epoch,
+    /// At the first request that finds no open window (`ALIGN FIRST`).
+    First,
+}
+
+/// Fixed window parameters, validated. Build with [`FixedWindow::new`] or
+/// [`FixedWindow::first`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindow {
     limit: i64,
     window_us: i64,
+    align: Align,
 }
 
 impl FixedWindow {
@@ -55,7 +76,77 @@ impl FixedWindow {
     /// ```
     pub fn new(limit: i64, window_us: i64) -> Result<Self> {
         check_limit_and_window(limit, window_us)?;
-        Ok(Self { limit, window_us })
+        Ok(Self {
+            limit,
+            window_us,
+            align: Align::Epoch,
+        })
+    }
+
+    /// Validates `RL.FIXEDWINDOW key limit window ALIGN FIRST`: as
+    /// [`FixedWindow::new`], with each window starting at the first request
+    /// that finds none open.
+    ///
+    /// ```
+    /// use redis_ratelimit::algorithm::{fixed_window::FixedWindow, Algorithm};
+    /// let fw = FixedWindow::first(2, 1_000_000).unwrap();
+    /// // 0.8 s into an epoch-aligned second: this window lasts a whole second.
+    /// let d = fw.decide(None, 5_800_000, 1).unwrap().decision;
+    /// assert_eq!((d.limited, d.remaining, d.reset_after_us), (false, 1, 1_000_000));
+    /// ```
+    pub fn first(limit: i64, window_us: i64) -> Result<Self> {
+        Ok(Self {
+            align: Align::First,
+            ..Self::new(limit, window_us)?
+        })
+    }
+
+    /// This limiter with `ALIGN FIRST`.
+    pub fn aligned_first(self) -> Self {
+        Self {
+            align: Align::First,
+            ..self
+        }
+    }
+
+    /// Where this limiter's windows start.
+    pub fn align(&self) -> Align {
+        self.align
+    }
+
+    /// The window that counts at `now_us` for `state` (its start and count):
+    /// the stored one while it is open (or when it lies ahead of now: the
+    /// clock stepped back), else a new one with nothing counted.
+    ///
+    /// Errors: [`Error::AlignMismatch`] for a state of the other alignment.
+    fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
+        let first = self.align == Align::First;
+        if let Some(s) = state {
+            if s.first != first {
+                return Err(Error::AlignMismatch {
+                    stored: if s.first { "FIRST" } else { "EPOCH" },
+                });
+            }
+        }
+        Ok(match (self.align, state) {
+            // The clock stepped back: the stored (later) window keeps counting.
+            (_, Some(s)) if s.window_start_us > now_us => (s.window_start_us, s.count),
+            (Align::Epoch, _) => {
+                let current_start_us = window_start(now_us, self.window_us)?;
+                match state {
+                    Some(s) if s.window_start_us == current_start_us => (current_start_us, s.count),
+                    _ => (current_start_us, 0),
+                }
+            }
+            (Align::First, Some(s))
+                if s.window_start_us
+                    .checked_add(self.window_us)
+                    .is_some_and(|end| now_us < end) =>
+            {
+                (s.window_start_us, s.count)
+            }
+            (Align::First, _) => (now_us, 0),
+        })
     }
 }
 
@@ -63,15 +154,24 @@ impl Algorithm for FixedWindow {
     type State = WindowCount;
 
     fn decode(bytes: &[u8]) -> Option<WindowCount> {
+        let (first, bytes) = match bytes.strip_prefix(b"F") {
+            Some(rest) => (true, rest),
+            None => (false, bytes),
+        };
         let colon = bytes.iter().position(|&b| b == b':')?;
         Some(WindowCount {
             window_start_us: parse_decimal(&bytes[..colon])?,
             count: parse_decimal(&bytes[colon + 1..])?,
+            first,
         })
     }
 
     fn encode(s: &WindowCount, buf: &mut [u8; STATE_BUF_LEN]) -> usize {
-        let end = write_decimal(s.window_start_us, buf, 0);
+        let start = usize::from(s.first);
+        if s.first {
+            buf[0] = b'F';
+        }
+        let end = write_decimal(s.window_start_us, buf, start);
         buf[end] = b':';
         write_decimal(s.count, buf, end + 1)
     }
@@ -82,13 +182,7 @@ impl Algorithm for FixedWindow {
         now_us: i64,
         cost: i64,
     ) -> Result<Outcome<WindowCount>> {
-        let current_start_us = window_start(now_us, self.window_us)?;
-        let (start_us, count) = match state {
-            // The clock stepped back: the stored (later) window keeps counting.
-            Some(s) if s.window_start_us > now_us => (s.window_start_us, s.count),
-            Some(s) if s.window_start_us == current_start_us => (current_start_us, s.count),
-            _ => (current_start_us, 0),
-        };
+        let (start_us, count) = self.counted(state, now_us)?;
         let window_end_us = start_us
             .checked_add(self.window_us)
             .ok_or(Error::Overflow)?;
@@ -120,6 +214,7 @@ impl Algorithm for FixedWindow {
                 state: WindowCount {
                     window_start_us: start_us,
                     count: new_count,
+                    first: self.align == Align::First,
                 },
                 expire_at_us: window_end_us,
             }),
@@ -136,16 +231,19 @@ impl Algorithm for FixedWindow {
         let Some(s) = state else {
             return refunded(self, None, now_us, RefundWrite::Nothing);
         };
-        let current_start_us = window_start(now_us, self.window_us)?;
-        let counted = s.window_start_us > now_us || s.window_start_us == current_start_us;
-        let count = if counted { s.count } else { 0 };
+        let (start_us, count) = self.counted(Some(s), now_us)?;
+        let count = if start_us == s.window_start_us {
+            count
+        } else {
+            0
+        };
         let new_count = count.saturating_sub(tokens.max(0)).max(0);
         if new_count == 0 {
             return refunded(self, None, now_us, RefundWrite::Delete);
         }
         let new_state = WindowCount {
-            window_start_us: s.window_start_us,
             count: new_count,
+            ..s
         };
         let expire_at_us = s
             .window_start_us
@@ -171,11 +269,13 @@ mod tests {
         let s = WindowCount {
             window_start_us: T0,
             count: 4,
+            first: false,
         };
         let r = fw.refund(Some(s), T0 + 200 * MS, 3).unwrap();
         let back = WindowCount {
             window_start_us: T0,
             count: 1,
+            first: false,
         };
         assert_eq!(
             r.write,
@@ -218,6 +318,71 @@ mod tests {
                 (1_100 * MS, 1, false, 0, None, 900 * MS),
                 (1_999 * MS, 1, true, 0, Some(MS), MS),
             ],
+        );
+    }
+
+    #[test]
+    fn align_first_windows_start_at_the_first_request() {
+        // 2 per 1 s, first request 0.8 s into an epoch second: the window is
+        // [0.8 s, 1.8 s); the next one opens at the first request after it.
+        run(
+            &FixedWindow::first(2, S).unwrap(),
+            &[
+                (800 * MS, 1, false, 1, None, S),
+                (900 * MS, 1, false, 0, None, 900 * MS),
+                (1_100 * MS, 1, true, 0, Some(700 * MS), 700 * MS),
+                (1_799 * MS, 1, true, 0, Some(MS), MS),
+                (1_800 * MS, 1, false, 1, None, S),
+                (2_500 * MS, 1, false, 0, None, 300 * MS),
+                (2_500 * MS, 3, true, 0, None, 300 * MS),
+                (4 * S, 2, false, 0, None, S),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_key_is_never_read_with_the_other_alignment() {
+        let epoch = FixedWindow::new(5, S).unwrap();
+        let first = FixedWindow::first(5, S).unwrap();
+        let e = epoch.decide(None, T0, 1).unwrap().update.unwrap().state;
+        let f = first.decide(None, T0, 1).unwrap().update.unwrap().state;
+        assert_eq!(
+            first.decide(Some(e), T0, 1),
+            Err(Error::AlignMismatch { stored: "EPOCH" })
+        );
+        assert_eq!(
+            epoch.decide(Some(f), T0, 1),
+            Err(Error::AlignMismatch { stored: "FIRST" })
+        );
+        assert_eq!(
+            epoch.refund(Some(f), T0, 1),
+            Err(Error::AlignMismatch { stored: "FIRST" })
+        );
+        let mut buf = [0u8; STATE_BUF_LEN];
+        let n = FixedWindow::encode(&f, &mut buf);
+        assert_eq!(&buf[..n], format!("F{T0}:1").as_bytes());
+        assert_eq!(FixedWindow::decode(&buf[..n]), Some(f));
+        for bad in [&b"F"[..], b"F:1", b"FF1:1", b"f1:1", b"F-1:1"] {
+            assert_eq!(FixedWindow::decode(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn align_first_refunds_lower_the_open_windows_count() {
+        let first = FixedWindow::first(5, S).unwrap();
+        let s = first.decide(None, T0, 4).unwrap().update.unwrap().state;
+        let r = first.refund(Some(s), T0 + 300 * MS, 3).unwrap();
+        assert_eq!(
+            r.write,
+            RefundWrite::Set(Update {
+                state: WindowCount { count: 1, ..s },
+                expire_at_us: T0 + S
+            })
+        );
+        assert_eq!(r.decision.remaining, 4);
+        assert_eq!(
+            first.refund(Some(s), T0 + S, 1).unwrap().write,
+            RefundWrite::Delete
         );
     }
 
@@ -282,6 +447,7 @@ mod tests {
         let s = WindowCount {
             window_start_us: 1_763_700_000_000_000,
             count: 42,
+            first: false,
         };
         let n = FixedWindow::encode(&s, &mut buf);
         assert_eq!(&buf[..n], b"1763700000000000:42");

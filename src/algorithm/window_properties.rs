@@ -559,6 +559,60 @@ proptest! {
     }
 
     #[test]
+    fn fixed_window_first_never_admits_more_than_limit_in_one_window(
+        (limit, window_us, t0, reqs) in window_timeline(false),
+        expiry in expiry(),
+    ) {
+        // ALIGN FIRST: the windows are those the states name; they never
+        // overlap, and none admits more than `limit`.
+        let fw = FixedWindow::first(limit, window_us).unwrap();
+        let mut per_window: HashMap<i64, i64> = HashMap::new();
+        for s in simulate(&fw, t0, &reqs, expiry) {
+            let Some(u) = s.outcome.update else { continue };
+            let start = u.state.window_start_us;
+            prop_assert!(u.state.first);
+            prop_assert!(start <= s.now_us && s.now_us < start + window_us);
+            prop_assert_eq!(u.expire_at_us, start + window_us);
+            let total = per_window.entry(start).or_default();
+            *total += admitted(&s.outcome.decision, s.cost);
+            prop_assert!(*total <= limit, "{} tokens in the window from {}", *total, start);
+        }
+        let mut starts: Vec<i64> = per_window.keys().copied().collect();
+        starts.sort_unstable();
+        for pair in starts.windows(2) {
+            prop_assert!(pair[1] >= pair[0] + window_us, "windows overlap: {:?}", pair);
+        }
+    }
+
+    #[test]
+    fn fixed_window_first_decides_as_its_model(
+        (limit, window_us, t0, reqs) in window_timeline(false),
+        expiry in expiry(),
+    ) {
+        // The model: a window opens at the first admitted request that finds
+        // none open and lasts `window`.
+        let fw = FixedWindow::first(limit, window_us).unwrap();
+        let mut window: Option<(i64, i64)> = None; // (start, count)
+        for s in simulate(&fw, t0, &reqs, expiry) {
+            let (start, count) = match window {
+                Some((start, count)) if s.now_us < start + window_us => (start, count),
+                _ => (s.now_us, 0),
+            };
+            let d = s.outcome.decision;
+            prop_assert_eq!(d.limited, s.cost > limit || count + s.cost > limit);
+            let count = count + admitted(&d, s.cost);
+            prop_assert_eq!(d.remaining, limit - count);
+            prop_assert_eq!(d.reset_after_us, if count > 0 { start + window_us - s.now_us } else { 0 });
+            if count > 0 {
+                window = Some((start, count));
+            }
+            if d.limited && s.cost <= limit {
+                prop_assert_eq!(d.retry_after_us, Some(start + window_us - s.now_us));
+            }
+        }
+    }
+
+    #[test]
     fn fixed_window_refuses_only_requests_that_would_overfill_the_window(
         (limit, window_us, t0, reqs) in window_timeline(false),
         expiry in expiry(),
@@ -877,6 +931,20 @@ proptest! {
     }
 
     #[test]
+    fn fixed_window_first_is_allowed_at_retry_after_and_refused_just_before(
+        (limit, window_us, t0, reqs) in window_timeline(true),
+    ) {
+        let fw = FixedWindow::first(limit, window_us).unwrap();
+        for s in simulate(&fw, t0, &reqs, Expiry::Never) {
+            let probe = |now_us, cost| decide(&fw, s.before, now_us, cost).decision;
+            let remaining = probe(s.now_us, 0).remaining;
+            for cost in [s.cost, 1, remaining + 1, limit] {
+                check_retry(probe, s.now_us, cost)?;
+            }
+        }
+    }
+
+    #[test]
     fn sliding_window_is_allowed_at_retry_after_and_refused_just_before(
         (limit, window_us, t0, reqs) in window_timeline(true),
     ) {
@@ -946,6 +1014,17 @@ proptest! {
     }
 
     #[test]
+    fn fixed_window_first_key_expires_exactly_when_its_window_ends(
+        (limit, window_us, t0, reqs) in window_timeline(true),
+        expiry in expiry(),
+    ) {
+        let fw = FixedWindow::first(limit, window_us).unwrap();
+        for s in simulate(&fw, t0, &reqs, expiry) {
+            check_expiry(&fw, limit, &s)?;
+        }
+    }
+
+    #[test]
     fn sliding_window_key_expires_exactly_when_both_counts_have_left(
         (limit, window_us, t0, reqs) in window_timeline(true),
         expiry in expiry(),
@@ -980,7 +1059,8 @@ proptest! {
                 check_round_trip::<FixedWindow>(&u.state)?;
             }
         }
-        check_round_trip::<FixedWindow>(&WindowCount { window_start_us: window_index, count })?;
+        check_round_trip::<FixedWindow>(&WindowCount { window_start_us: window_index, count, first: false })?;
+        check_round_trip::<FixedWindow>(&WindowCount { window_start_us: window_index, count, first: true })?;
     }
 
     #[test]
@@ -1050,7 +1130,7 @@ proptest! {
         new_result_is_documented(FixedWindow::new(raw.0, raw.1))?;
         let (limit, window_us) = (limit.max(1), window_us.max(1));
         let fw = FixedWindow::new(limit, window_us).unwrap();
-        let state = state.map(|(window_start_us, count)| WindowCount { window_start_us, count });
+        let state = state.map(|(window_start_us, count)| WindowCount { window_start_us, count, first: false });
         check_total(fw.decide(state, now_us, cost), |o| {
             check_outcome(Reply::Meter, limit, now_us, cost, o)
         })?;

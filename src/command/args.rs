@@ -87,6 +87,17 @@ impl<'a> Args<'a> {
     /// tokens given back, integers ≥ 1; `BLOCK` takes seconds, parsed like
     /// periods. Anything else is a syntax error.
     pub fn options(&self, from: usize) -> Result<Options> {
+        self.options_with(from, |_, _| Ok(None))
+    }
+
+    /// [`Args::options`] plus a command's own options: `own(word, i)` is
+    /// called with a word that is none of the common options, at index `i`,
+    /// and answers how many arguments it took (`None`: a syntax error).
+    pub fn options_with(
+        &self,
+        from: usize,
+        mut own: impl FnMut(&[u8], usize) -> Result<Option<usize>>,
+    ) -> Result<Options> {
         let mut options = Options::default();
         let (mut op_seen, mut block_seen) = (false, false);
         let mut i = from;
@@ -111,7 +122,10 @@ impl<'a> Args<'a> {
                 options.block_us = Some(self.seconds_as_us(i + 1, "BLOCK")?);
                 i += 2;
             } else {
-                return Err(Error::Syntax);
+                match own(word, i)? {
+                    Some(taken) if taken > 0 => i += taken,
+                    _ => return Err(Error::Syntax),
+                }
             }
         }
         Ok(options)
