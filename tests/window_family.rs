@@ -548,3 +548,85 @@ fn fixed_window_align_first_starts_at_the_first_request_and_expires_at_its_end()
         );
     }
 }
+
+#[test]
+fn sliding_window_buckets_refuse_the_edge_burst_as_the_sliding_log_does() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // The seed's test with short times: 2 per 600 ms; one request near the
+    // end of a window, one at the start of the next, then a third.
+    let window_us = 600_000;
+    for _attempt in 0..5 {
+        let _: i64 = query(&mut con, &["DEL", "b", "l", "f"]).unwrap();
+        wait_for_phase(&mut con, window_us, 500_000);
+        let start = server_now_us(&mut con);
+        let mut got = Vec::new();
+        for (cmd, key, extra) in [
+            ("RL.SLIDINGWINDOW", "b", &["BUCKETS", "60"][..]),
+            ("RL.SLIDINGLOG", "l", &[][..]),
+            ("RL.FIXEDWINDOW", "f", &[][..]),
+        ] {
+            let mut args = vec![cmd, key, "2", "0.6"];
+            args.extend_from_slice(extra);
+            got.push(args);
+        }
+        let first: Vec<i64> = got.iter().map(|a| call(&mut con, a)[0]).collect();
+        wait_for_phase(&mut con, window_us, 150_000);
+        let second: Vec<i64> = got.iter().map(|a| call(&mut con, a)[0]).collect();
+        let third: Vec<i64> = got.iter().map(|a| call(&mut con, a)[0]).collect();
+        if server_now_us(&mut con) - start > 400_000 {
+            continue; // the machine was too slow for these phases
+        }
+        assert_eq!(first, [0, 0, 0]);
+        assert_eq!(second, [0, 0, 0]);
+        // BUCKETS refuses like the log; the fixed window admits the burst.
+        assert_eq!(third, [1, 1, 0]);
+        return;
+    }
+    panic!("could not hit the window phases in 5 attempts");
+}
+
+#[test]
+fn sliding_window_buckets_stay_within_16_plus_4k_bytes_and_expire() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for k in [10usize, 60] {
+        let _: i64 = query(&mut con, &["DEL", "bucketsk"]).unwrap();
+        // 0.6 s in k sub-windows; a call in (almost) every one of them.
+        let sub_ms = 600 / k as u64;
+        let k_text = k.to_string();
+        let args = [
+            "RL.SLIDINGWINDOW",
+            "bucketsk",
+            "4000000000",
+            "0.6",
+            "BUCKETS",
+            &k_text,
+            "TOKENS",
+            "60000000",
+        ];
+        let started = std::time::Instant::now();
+        let mut most = 0i64;
+        while started.elapsed() < Duration::from_millis(590) {
+            assert_eq!(call(&mut con, &args)[0], 0);
+            let len: i64 = query(&mut con, &["STRLEN", "bucketsk"]).unwrap();
+            most = most.max(len);
+            std::thread::sleep(Duration::from_millis(sub_ms.max(1)));
+        }
+        let used: i64 = query(&mut con, &["MEMORY", "USAGE", "bucketsk"]).unwrap();
+        let _: () = query(&mut con, &["SET", "bucketsx", "x"]).unwrap();
+        let plain: i64 = query(&mut con, &["MEMORY", "USAGE", "bucketsx"]).unwrap();
+        let net = used - plain;
+        assert!(
+            most >= 4 * (k as i64) / 2,
+            "k {k}: only {most} bytes: too few sub-windows filled"
+        );
+        assert!(
+            net <= 16 + 4 * k as i64,
+            "k {k}: {net} bytes net ({used} − {plain}), value {most} bytes"
+        );
+        // The key expires when its newest count has left the window.
+        let pttl: i64 = query(&mut con, &["PTTL", "bucketsk"]).unwrap();
+        assert!(pttl > 0 && pttl <= 600, "{pttl}");
+    }
+}

@@ -14,6 +14,7 @@
 
 pub mod all;
 pub mod block;
+pub mod bucket_window;
 pub mod cell;
 pub mod fixed_window;
 pub mod gcra;
@@ -120,6 +121,14 @@ pub trait Algorithm {
         now_us: i64,
         cost: i64,
     ) -> Result<Outcome<Self::State>>;
+
+    /// The error for stored bytes this algorithm cannot decode but another
+    /// variant of the same command wrote (so the reply says which); `None`
+    /// for anything else (the command then answers
+    /// [`Error::InvalidState`]).
+    fn mismatch(_bytes: &[u8]) -> Option<Error> {
+        None
+    }
 
     /// Gives `tokens` (≥ 1) back at `now_us`, never beyond full: the
     /// limiter after the refund (`limited` false, `retry_after_us` None) and

@@ -83,6 +83,12 @@ impl Algorithm for SlidingWindow {
         })
     }
 
+    fn mismatch(bytes: &[u8]) -> Option<Error> {
+        super::bucket_window::is_bucket_state(bytes).then_some(Error::BucketsMismatch {
+            stored: "with BUCKETS",
+        })
+    }
+
     fn encode(s: &WindowCounts, buf: &mut [u8; STATE_BUF_LEN]) -> usize {
         let mut end = write_decimal(s.window_start_us, buf, 0);
         buf[end] = b':';

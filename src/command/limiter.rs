@@ -17,6 +17,7 @@ use smallvec::SmallVec;
 
 use super::{propagate, throttle::CellGcra, Answer};
 use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
+use crate::algorithm::bucket_window::{self, BucketWindow};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::leaky_bucket::LeakyBucket;
@@ -45,6 +46,8 @@ pub enum Limit {
     LeakyBucket(LeakyBucket),
     FixedWindow(FixedWindow),
     SlidingWindow(SlidingWindow),
+    /// `RL.SLIDINGWINDOW … BUCKETS k`.
+    BucketWindow(BucketWindow),
     SlidingLog(SlidingLog),
     /// `CL.THROTTLE`: GCRA reading redis-cell's nanosecond states too.
     Throttle(CellGcra),
@@ -116,6 +119,13 @@ enum Write {
         expire_at_ms: i64,
     },
     Delete,
+    /// Replace the string value with a longer one than `String` holds (a
+    /// bucketed sliding window's counts).
+    Bytes {
+        value: Vec<u8>,
+        old_len: Option<usize>,
+        expire_at_ms: i64,
+    },
     /// An allowed sliding-log request's update.
     LogTake {
         update: LogUpdate,
@@ -327,6 +337,7 @@ fn plan<'a>(
         Limit::FixedWindow(a) => plan_string(key, name, a, "RL.FIXEDWINDOW", &at),
         Limit::SlidingWindow(a) => plan_string(key, name, a, "RL.SLIDINGWINDOW", &at),
         Limit::Throttle(a) => plan_string(key, name, a, "CL.THROTTLE", &at),
+        Limit::BucketWindow(a) => plan_buckets(key, name, a, &at),
         Limit::SlidingLog(a) => plan_log(ctx, key, name, a, &at),
     }
 }
@@ -385,7 +396,7 @@ fn plan_string<'a, A: Algorithm>(
     let state = if stored.is_none() || (blocked_until_us.is_some() && inner_bytes.is_empty()) {
         None
     } else {
-        Some(A::decode(inner_bytes).ok_or(invalid)?)
+        Some(A::decode(inner_bytes).ok_or_else(|| A::mismatch(inner_bytes).unwrap_or(invalid))?)
     };
     let in_force = blocked_until_us.filter(|&until| until > now_us);
     let encode = |s: &A::State| {
@@ -436,6 +447,119 @@ fn plan_string<'a, A: Algorithm>(
                 (RefundWrite::Delete, Some(until)) => {
                     string_write(Some(until), b"", old_len, until)
                 }
+            };
+            (refunded.decision, commit, Write::Nothing)
+        }
+    };
+    let write = if decision.limited {
+        block_write
+    } else {
+        commit
+    };
+    let blocked = in_force.is_some() && matches!(options.op, Op::Take(_));
+    Ok((key, planned(name, at.modes, decision, blocked, write)))
+}
+
+/// A bucketed sliding window's value behind a block until `block_until_us`
+/// when one is given.
+fn bytes_write(
+    block_until_us: Option<i64>,
+    inner: &[u8],
+    old_len: Option<usize>,
+    expire_at_us: i64,
+) -> Write {
+    let mut value = Vec::with_capacity(inner.len() + 24);
+    let expire_at_us = match block_until_us {
+        Some(until) => {
+            value.push(block::PREFIX);
+            value.extend_from_slice(until.to_string().as_bytes());
+            value.push(b';');
+            expire_at_us.max(until)
+        }
+        None => expire_at_us,
+    };
+    value.extend_from_slice(inner);
+    Write::Bytes {
+        value,
+        old_len,
+        expire_at_ms: ceil_ms(expire_at_us),
+    }
+}
+
+/// [`plan_string`] for `RL.SLIDINGWINDOW … BUCKETS k`, whose state is longer
+/// than a string state's buffer.
+fn plan_buckets<'a>(
+    key: Key<'a>,
+    name: Arg<'a>,
+    window: &BucketWindow,
+    at: &At,
+) -> Result<(Key<'a>, Planned<'a>)> {
+    let (now_us, options) = (at.now_us, at.options);
+    let block_us = longer(options.block_us, at.modes.block_us);
+    let invalid = Error::InvalidState {
+        command: "RL.SLIDINGWINDOW",
+    };
+    let stored = key.string()?;
+    let old_len = stored.map(<[u8]>::len);
+    let (blocked_until_us, inner_bytes) = match stored {
+        None => (None, &[][..]),
+        Some(bytes) => block::split(bytes).ok_or(invalid)?,
+    };
+    let state = if stored.is_none() || (blocked_until_us.is_some() && inner_bytes.is_empty()) {
+        None
+    } else if bucket_window::is_bucket_state(inner_bytes) {
+        Some(bucket_window::decode(inner_bytes).ok_or(invalid)?)
+    } else if SlidingWindow::decode(inner_bytes).is_some() {
+        return Err(Error::BucketsMismatch {
+            stored: "without BUCKETS",
+        });
+    } else {
+        return Err(invalid);
+    };
+    let in_force = blocked_until_us.filter(|&until| until > now_us);
+    let encode = |s: &bucket_window::BucketCounts| {
+        let mut bytes = Vec::with_capacity(bucket_window::MAX_STATE_LEN);
+        bucket_window::encode(s, &mut bytes);
+        bytes
+    };
+    let (decision, commit, block_write) = match options.op {
+        Op::Take(cost) => {
+            let outcome = window.decide(state.as_ref(), now_us, cost)?;
+            let decision = match in_force {
+                Some(until) => block::blocked_decision(outcome.decision, until, now_us)?,
+                None => outcome.decision,
+            };
+            let commit = match outcome.update {
+                Some(u) if !decision.limited => {
+                    bytes_write(None, &encode(&u.state), old_len, u.expire_at_us)
+                }
+                _ => Write::Nothing,
+            };
+            let block_write = match block_us {
+                Some(block_us) if stored.is_some() => {
+                    match block::extend(&decision, in_force, now_us, block_us)? {
+                        Some(until) => {
+                            let current_us = key
+                                .abs_expire_ms()?
+                                .map_or(0, |ms| ms.saturating_mul(1_000));
+                            bytes_write(Some(until), inner_bytes, old_len, current_us)
+                        }
+                        None => Write::Nothing,
+                    }
+                }
+                _ => Write::Nothing,
+            };
+            (decision, commit, block_write)
+        }
+        Op::Refund(tokens) => {
+            let refunded = window.refund(state.as_ref(), now_us, tokens)?;
+            let commit = match (refunded.write, in_force) {
+                (RefundWrite::Nothing, _) => Write::Nothing,
+                (RefundWrite::Set(u), keep) => {
+                    bytes_write(keep, &encode(&u.state), old_len, u.expire_at_us)
+                }
+                (RefundWrite::Delete, None) => Write::Delete,
+                (RefundWrite::Delete, Some(until)) => bytes_write(Some(until), b"", old_len, until),
             };
             (refunded.decision, commit, Write::Nothing)
         }
@@ -543,6 +667,17 @@ fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Effect<'w>> {
         Write::Delete => {
             key.delete()?;
             Effect::Delete
+        }
+        Write::Bytes {
+            ref value,
+            old_len,
+            expire_at_ms,
+        } => {
+            key.write_string(old_len, value, expire_at_ms)?;
+            Effect::String {
+                value,
+                expire_at_ms,
+            }
         }
         Write::LogTake {
             update,
