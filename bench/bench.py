@@ -39,6 +39,8 @@ COMMANDS = [
     ("CL.THROTTLE", "cl.throttle", ["CL.THROTTLE", "b:cell:__rand_int__", "99", "1", "6"]),
     ("RL.FIXEDWINDOW", "rl.fixedwindow", ["RL.FIXEDWINDOW", "b:fw:__rand_int__", "1000", "60"]),
     ("RL.SLIDINGWINDOW", "rl.slidingwindow", ["RL.SLIDINGWINDOW", "b:sw:__rand_int__", "1000", "60"]),
+    ("RL.FIXEDWINDOW ALIGN FIRST", "rl.fixedwindow", ["RL.FIXEDWINDOW", "b:fwf:__rand_int__", "1000", "60", "ALIGN", "FIRST"]),
+    ("RL.SLIDINGWINDOW BUCKETS 10", "rl.slidingwindow", ["RL.SLIDINGWINDOW", "b:swb:__rand_int__", "1000", "60", "BUCKETS", "10"]),
     ("RL.LEAKYBUCKET", "rl.leakybucket", ["RL.LEAKYBUCKET", "b:lb:__rand_int__", "100", "1", "6"]),
     ("RL.SLIDINGLOG", "rl.slidinglog", ["RL.SLIDINGLOG", "b:log:__rand_int__", "100", "60"]),
     ("RL.ALL (GCRA + FIXEDWINDOW)", "rl.all",
@@ -64,8 +66,10 @@ LUA_OF = {"RL.GCRA": "Lua GCRA", "RL.TOKENBUCKET": "Lua token bucket", "CL.THROT
           "RL.FIXEDWINDOW": "Lua fixed window", "RL.SLIDINGWINDOW": "Lua sliding window",
           "RL.LEAKYBUCKET": "Lua leaky bucket", "RL.SLIDINGLOG": "Lua sliding log"}
 # Targets of issue 4: server µs per call vs SET … PX, throughput vs SET … PX;
-# of issue 12 for RL.ALL with two O(1) limits and PEEK.
-US_TARGET = {"RL.SLIDINGLOG": 3.0, "RL.ALL (GCRA + FIXEDWINDOW)": 1.8, "RL.GCRA PEEK": 1.0}
+# of issue 12 for RL.ALL with two O(1) limits and PEEK; of issue 14 for BUCKETS 10
+# (O(k)); ALIGN FIRST is an O(1) command (1.5).
+US_TARGET = {"RL.SLIDINGLOG": 3.0, "RL.ALL (GCRA + FIXEDWINDOW)": 1.8, "RL.GCRA PEEK": 1.0,
+             "RL.SLIDINGWINDOW BUCKETS 10": 2.0}
 US_TARGET_DEFAULT = 1.5
 # Issue 13: a policy's call costs at most this × its algorithm's own command.
 POLICY_TARGET = {"RL.LIMIT (GCRA policy)": ("RL.GCRA", 1.05)}
@@ -248,6 +252,8 @@ def main():
             "CL.THROTTLE": net_memory(server, ["CL.THROTTLE", "KEY", "99", "1", "6"]),
             "RL.FIXEDWINDOW": net_memory(server, ["RL.FIXEDWINDOW", "KEY", "1000", "60"]),
             "RL.SLIDINGWINDOW": net_memory(server, ["RL.SLIDINGWINDOW", "KEY", "1000", "60"]),
+            "RL.FIXEDWINDOW ALIGN FIRST": net_memory(server, ["RL.FIXEDWINDOW", "KEY", "1000", "60", "ALIGN", "FIRST"]),
+            "RL.SLIDINGWINDOW BUCKETS 10": net_memory(server, ["RL.SLIDINGWINDOW", "KEY", "1000", "60", "BUCKETS", "10"]),
             "RL.LEAKYBUCKET": net_memory(server, ["RL.LEAKYBUCKET", "KEY", "100", "3", "6"]),
             "RL.SLIDINGLOG": net_memory(server, ["RL.SLIDINGLOG", "KEY", "100", "60"]),
         }
