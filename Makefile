@@ -15,7 +15,7 @@ DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m)
 DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build build-debug run test test-release test-long test-unit test-integration \
+.PHONY: help setup build build-debug run test test-release test-long test-unit test-integration mutants \
 	test-examples test-packages test-memcheck compat lint fmt bench dist deb clean
 
 help: ## List the targets
@@ -94,6 +94,10 @@ lint: setup ## cargo fmt --check and cargo clippy -D warnings
 
 fmt: ## Format the code
 	$(CARGO) fmt --all
+
+mutants: setup ## Mutation testing of src/algorithm/ (cargo-mutants, lib tests; installs it if missing): fails if a mutant survives
+	@command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
+	cargo mutants --jobs $${MUTANTS_JOBS:-2} $(MUTANTS_ARGS)
 
 bench: build ## Benchmark every command vs SET … PX, INCR and Lua; writes bench/README.md
 	python3 bench/bench.py --module $(MODULE_RELEASE) --write-readme
