@@ -97,7 +97,7 @@ fmt: ## Format the code
 
 mutants: setup ## Mutation testing of src/algorithm/ (cargo-mutants, lib tests; installs it if missing): fails if a mutant survives
 	@command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
-	cargo mutants --jobs $${MUTANTS_JOBS:-2} $(MUTANTS_ARGS)
+	cargo mutants --jobs $${MUTANTS_JOBS:-2} $(or $(MUTANTS_ARGS),-f 'src/algorithm/*.rs')
 
 bench: build ## Benchmark every command vs SET … PX, INCR and Lua; writes bench/README.md
 	python3 bench/bench.py --module $(MODULE_RELEASE) --write-readme
