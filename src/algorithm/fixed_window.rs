@@ -341,6 +341,28 @@ mod tests {
     }
 
     #[test]
+    fn aligned_first_is_first() {
+        let epoch = FixedWindow::new(2, S).unwrap();
+        assert_eq!(epoch.align(), Align::Epoch);
+        assert_eq!(epoch.aligned_first(), FixedWindow::first(2, S).unwrap());
+        assert_eq!(epoch.aligned_first().align(), Align::First);
+    }
+
+    #[test]
+    fn a_stored_start_at_now_off_the_window_grid_starts_afresh() {
+        // Written with another window length: the stored window starts now,
+        // but not where a 1 s window starts, so it is not counted.
+        let fw = FixedWindow::new(2, S).unwrap();
+        let s = WindowCount {
+            window_start_us: T0 + 500 * MS,
+            count: 2,
+            first: false,
+        };
+        let d = fw.decide(Some(s), T0 + 500 * MS, 1).unwrap().decision;
+        assert_eq!((d.limited, d.remaining), (false, 1));
+    }
+
+    #[test]
     fn a_key_is_never_read_with_the_other_alignment() {
         let epoch = FixedWindow::new(5, S).unwrap();
         let first = FixedWindow::first(5, S).unwrap();
