@@ -246,6 +246,22 @@ impl Algorithm for SlidingWindow {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_bucketed_state_is_named_as_such() {
+        let mut bucketed = Vec::new();
+        let bw = super::super::bucket_window::BucketWindow::new(5, 1_000_000, 10).unwrap();
+        let u = bw.decide(None, 1_000_000, 1).unwrap().update.unwrap();
+        super::super::bucket_window::encode(&u.state, &mut bucketed);
+        assert_eq!(SlidingWindow::decode(&bucketed), None);
+        assert_eq!(
+            SlidingWindow::mismatch(&bucketed),
+            Some(Error::BucketsMismatch {
+                stored: "with BUCKETS"
+            })
+        );
+        assert_eq!(SlidingWindow::mismatch(b"foo"), None);
+    }
+
     use crate::algorithm::table::{run, MS, S, T0};
 
     #[test]
