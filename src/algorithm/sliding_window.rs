@@ -179,12 +179,20 @@ impl Algorithm for SlidingWindow {
         }
         // Later in this window, as the previous window's weight drops:
         // previous × (W − elapsed − d) ≤ (limit − current − cost) × W.
+        // Possible when the limit leaves room for `current + cost` (then
+        // `previous` > 0, or the call would have been allowed). When that room
+        // is exactly 0 the answer is this window's end, which is also what the
+        // next-window formula gives: either branch may take that case.
         let headroom = limit - i128::from(current) - i128::from(cost);
-        if headroom >= 0 && previous > 0 {
-            let d = (i128::from(w - elapsed) - headroom * w128 / i128::from(previous)).max(0);
-            if d < i128::from(w - elapsed) {
-                return refuse(Some(ahead.checked_add(to_i64(d)?).ok_or(Error::Overflow)?));
-            }
+        if let Ok(headroom) = u64::try_from(headroom) {
+            // previous > 0 here; the checked division keeps that unproven.
+            let q = (i128::from(headroom) * w128)
+                .checked_div(i128::from(previous))
+                .ok_or(Error::Internal {
+                    what: "a limited sliding window with no previous count",
+                })?;
+            let d = (i128::from(w - elapsed) - q).max(0);
+            return refuse(Some(ahead.checked_add(to_i64(d)?).ok_or(Error::Overflow)?));
         }
         // In the next window, where `current` becomes the previous count:
         // current × (W − e) ≤ (limit − cost) × W.
