@@ -389,6 +389,26 @@ mod tests {
     }
 
     #[test]
+    fn a_remainder_left_by_a_larger_refill_count_reads_as_the_largest_one() {
+        // A key written while the bucket refilled 3 tokens per period keeps
+        // a remainder in thirds of a µs (here 2); read with 2 tokens per
+        // period, remainders are halves, and 2 is read as 1.
+        let bucket = TokenBucket::new(2, 2, 5).unwrap();
+        let state = FullAt {
+            full_at_us: T0 + 2,
+            remainder: 2,
+        };
+        // Deficit 2.5 µs (5 half-µs): one token (5 µs per 2 tokens) is left.
+        assert_eq!(bucket.wait_us(Some(state), T0).unwrap(), 3);
+        let out = bucket.decide(Some(state), T0, 1).unwrap();
+        assert_eq!(
+            (out.decision.limited, out.decision.remaining),
+            (false, 0),
+            "read as 3 half-µs, the token would be missing"
+        );
+    }
+
+    #[test]
     fn costs_above_capacity_can_never_be_allowed() {
         let bucket = TokenBucket::new(5, 10, S).unwrap();
         run(
