@@ -296,8 +296,12 @@ fn two_hundred_reloads_give_their_memory_back() {
     let _: i64 = query(&mut con, &["DEL", "k"]).unwrap();
     let after = used(&mut con);
     let per_cycle = (after - before) / cycles;
+    // Measured: under 130 bytes on Redis 7.0, 8.0 and Valkey 8.0 (allocator
+    // rounding). Redis 8 and Valkey 8 keep ~0.5 KB of a container's
+    // subcommands at every unload: with policies off, RL.POLICY has none,
+    // and this bound catches it if it ever gets them back.
     assert!(
-        per_cycle < 1024,
+        per_cycle < 256,
         "each MODULE UNLOAD + LOAD kept {per_cycle} bytes ({before} -> {after})"
     );
 }

@@ -708,8 +708,19 @@ fn policies_no_refuses_policy_commands_and_keeps_the_module_unloadable() {
         assert_eq!(stats(&mut con, "policies_enabled"), "0");
         let e = call_err(&mut con, &["RL.POLICY", "SET", "a", "GCRA", "1", "1", "1"]);
         assert!(e.contains("policies are off"), "{e}");
+        let e = call_err(&mut con, &["RL.POLICY", "GET", "a"]);
+        assert!(e.contains("policies are off"), "{e}");
         let e = call_err(&mut con, &["RL.LIMIT", "k", "a"]);
         assert!(e.contains("policies are off"), "{e}");
+        // One plain command, no subcommands (the last field of its
+        // COMMAND INFO): see the reload test in tests/hardening.rs.
+        let info: Vec<Vec<redis::Value>> =
+            query(&mut con, &["COMMAND", "INFO", "rl.policy"]).unwrap();
+        assert_eq!(
+            info[0].last(),
+            Some(&redis::Value::Array(vec![])),
+            "{info:?}"
+        );
         assert_eq!(call(&mut con, &["RL.GCRA", "k", "1", "1", "1"])[0], 0);
         let _: () = query(&mut con, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
     }

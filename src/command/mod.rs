@@ -182,6 +182,7 @@ entry_point!(rl_slidinglog, sliding_log::SPEC);
 entry_point!(rl_leakybucket, leaky_bucket::SPEC);
 entry_point!(rl_all, all::SPEC);
 entry_point!(rl_limit, limit::SPEC);
+entry_point!(rl_policy_off, policy::OFF_SPEC);
 
 /// The entry point of `RL.POLICY`'s subcommand `$i` (in
 /// [`policy::SUBCOMMANDS`]).
@@ -298,10 +299,53 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
         }
         // Documentation and categories are metadata: a server that refuses
         // them gets a warning, not a module that fails to load.
-        if let Err(why) = registry::document(ctx, spec.name, spec.doc, own_category) {
+        if let Err(why) = registry::document(ctx, spec.name, spec.doc, None) {
             ctx.log_warning(&format!("ratelimit: {why}"));
         }
     }
+    // RL.POLICY's shape depends on `policies`, which a config line may set
+    // (it wins over the load argument): the configs are loaded first.
+    settings::apply(settings);
+    if !config::register(ctx) {
+        return Err("the server refused the module's configs (ratelimit.*)".into());
+    }
+    if settings::policies() {
+        register_policy_container(ctx, own_category)?;
+    } else {
+        // Without policies, RL.POLICY is one command that refuses: Redis 8
+        // and Valkey 8 keep about half a kilobyte of a container's
+        // subcommands at every MODULE UNLOAD, and only a module without
+        // policies can be unloaded.
+        let spec = &policy::OFF_SPEC;
+        if !registry::create_command(ctx, spec.name, rl_policy_off, spec.flags, spec.doc.keys) {
+            return Err("could not register rl.policy".into());
+        }
+        if let Err(why) = registry::document(ctx, spec.name, spec.doc, None) {
+            ctx.log_warning(&format!("ratelimit: {why}"));
+        }
+    }
+    // Policies ride in RDB files as module auxiliary data, which takes a
+    // data type (registered at load only; see `settings`).
+    if settings::policies()
+        && !rdb::register_aux_type(ctx, c"rl-policy", policy::RDB_ENCVER, &policy::AUX_HOOKS)
+    {
+        return Err("the server refused the module's data type (for policies)".into());
+    }
+    info::register_info(ctx);
+    // Last: it subscribes to server events, and Redis 7.0 does not remove a
+    // failed load's subscriptions (the next event would call unloaded code).
+    propagate::init(ctx, settings::propagate_always());
+    if settings::policies() && !info::subscribe_loading(ctx) {
+        return Err("could not subscribe to dataset loads (for policies)".into());
+    }
+    Ok(())
+}
+
+/// Registers `RL.POLICY` as a container with its subcommands (policies on).
+fn register_policy_container(
+    ctx: Ctx,
+    own_category: Option<&'static CStr>,
+) -> std::result::Result<(), String> {
     if !registry::create_container(ctx, c"rl.policy") {
         return Err("could not register rl.policy".into());
     }
@@ -318,24 +362,6 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
         if let Err(why) = registry::document(ctx, sub.full_name, sub.doc, own_category) {
             ctx.log_warning(&format!("ratelimit: {why}"));
         }
-    }
-    settings::apply(settings);
-    if !config::register(ctx) {
-        return Err("the server refused the module's configs (ratelimit.*)".into());
-    }
-    // Policies ride in RDB files as module auxiliary data, which takes a
-    // data type (registered at load only; see `settings`).
-    if settings::policies()
-        && !rdb::register_aux_type(ctx, c"rl-policy", policy::RDB_ENCVER, &policy::AUX_HOOKS)
-    {
-        return Err("the server refused the module's data type (for policies)".into());
-    }
-    info::register_info(ctx);
-    // Last: it subscribes to server events, and Redis 7.0 does not remove a
-    // failed load's subscriptions (the next event would call unloaded code).
-    propagate::init(ctx, settings::propagate_always());
-    if settings::policies() && !info::subscribe_loading(ctx) {
-        return Err("could not subscribe to dataset loads (for policies)".into());
     }
     Ok(())
 }

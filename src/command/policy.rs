@@ -499,6 +499,30 @@ pub const CONTAINER_DOC: docs::CommandDoc = docs::CommandDoc {
     args: &[],
 };
 
+/// `RL.POLICY` while policies are off (`policies no`): one plain command,
+/// no subcommands, that answers every call with [`Error::PoliciesOff`].
+pub const OFF_SPEC: super::Spec = super::Spec {
+    name: c"rl.policy",
+    stat_name: c"cmdstat_rl.policy",
+    min_argc: 2,
+    max_argc: None,
+    unit: super::ReplyUnit::Millis,
+    flags: c"readonly fast",
+    doc: &docs::CommandDoc {
+        summary: c"Refuses: the module was loaded with policies no (ratelimit.policies).",
+        complexity: c"O(1)",
+        arity: -2,
+        acl_categories: "",
+        keys: docs::KeySpec::None,
+        args: &[],
+    },
+    handler: |_, _| Err(Error::PoliciesOff),
+    stats: &OFF_STATS,
+};
+
+/// Never counted: `RL.POLICY` only refuses while policies are off.
+static OFF_STATS: CommandStats = CommandStats::new();
+
 // --- statistics, RDB, loading ------------------------------------------------
 
 /// `INFO ratelimit`: whether policies are on, how many there are, then one

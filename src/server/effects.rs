@@ -6,7 +6,7 @@
 //! Callers close the key before any of these: a keyspace-event subscriber may
 //! delete or rewrite the key from its callback.
 
-use std::ffi::{c_char, c_int, c_longlong, CStr};
+use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::raw::{self, RedisModuleString};
@@ -49,22 +49,29 @@ pub fn context_flags(ctx: Ctx) -> u32 {
 }
 
 /// Propagates `SET name value PXAT expire_at_ms`.
+///
+/// The time goes as a buffer (`b`) of its decimal digits rather than a
+/// `long long` (`l`): the server turns an `l` into an sds string through
+/// `sdsfromlonglong`, ~450 instructions where the buffer costs ~100.
 pub fn replicate_set_pxat(ctx: Ctx, name: Arg, value: &[u8], expire_at_ms: i64) -> Result<()> {
     let replicate = api!(RedisModule_Replicate);
     let pxat = PXAT.load(Ordering::Relaxed);
-    // SAFETY: the context and key name of the current call; `value` lives
-    // through the call, which copies it; PXAT was created at load (checked
-    // non-null then) and is freed only at unload.
+    let mut digits = itoa::Buffer::new();
+    let at = digits.format(expire_at_ms);
+    // SAFETY: the context and key name of the current call; `value` and
+    // `at` live through the call, which copies them; PXAT was created at
+    // load (checked non-null then) and is freed only at unload.
     unsafe {
         replicate(
             ctx.as_ptr(),
             c"SET".as_ptr(),
-            c"sbsl".as_ptr(),
+            c"sbsb".as_ptr(),
             name.as_ptr(),
             value.as_ptr().cast::<c_char>(),
             value.len(),
             pxat,
-            expire_at_ms as c_longlong,
+            at.as_ptr().cast::<c_char>(),
+            at.len(),
         )
     };
     Ok(())
@@ -78,17 +85,22 @@ pub fn replicate_del(ctx: Ctx, name: Arg) -> Result<()> {
     Ok(())
 }
 
-/// Propagates `PEXPIREAT name expire_at_ms`.
+/// Propagates `PEXPIREAT name expire_at_ms` (the time as a buffer, as in
+/// [`replicate_set_pxat`]).
 pub fn replicate_pexpireat(ctx: Ctx, name: Arg, expire_at_ms: i64) -> Result<()> {
     let replicate = api!(RedisModule_Replicate);
-    // SAFETY: the context and key name of the current call.
+    let mut digits = itoa::Buffer::new();
+    let at = digits.format(expire_at_ms);
+    // SAFETY: the context and key name of the current call; `at` lives
+    // through the call, which copies it.
     unsafe {
         replicate(
             ctx.as_ptr(),
             c"PEXPIREAT".as_ptr(),
-            c"sl".as_ptr(),
+            c"sb".as_ptr(),
             name.as_ptr(),
-            expire_at_ms as c_longlong,
+            at.as_ptr().cast::<c_char>(),
+            at.len(),
         )
     };
     Ok(())
