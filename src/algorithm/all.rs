@@ -46,3 +46,53 @@ pub fn binding(decisions: impl IntoIterator<Item = Decision>) -> Option<(usize, 
     }
     best.map(|(i, d)| (i, d, !d.limited))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allowed(remaining: i64) -> Decision {
+        Decision {
+            limited: false,
+            limit: 10,
+            remaining,
+            retry_after_us: None,
+            reset_after_us: 0,
+        }
+    }
+
+    fn limited(retry_after_us: Option<i64>) -> Decision {
+        Decision {
+            limited: true,
+            limit: 10,
+            remaining: 0,
+            retry_after_us,
+            reset_after_us: 0,
+        }
+    }
+
+    #[test]
+    fn the_binding_limit_of_each_pair() {
+        // (decisions, binding position, allowed)
+        let cases: &[(&[Decision], usize, bool)] = &[
+            (&[allowed(5), allowed(2)], 1, true),
+            (&[allowed(2), allowed(5)], 0, true),
+            (&[allowed(3), allowed(3)], 0, true),
+            (&[allowed(0), limited(Some(1))], 1, false),
+            (&[limited(Some(1)), allowed(0)], 0, false),
+            (&[limited(Some(5)), limited(Some(7))], 1, false),
+            (&[limited(Some(7)), limited(Some(5))], 0, false),
+            (&[limited(Some(5)), limited(Some(5))], 0, false),
+            (&[limited(Some(7)), limited(None)], 1, false),
+            (&[limited(None), limited(Some(7))], 0, false),
+            (&[limited(None), limited(None)], 0, false),
+            (&[allowed(1), limited(Some(3)), limited(Some(9))], 2, false),
+        ];
+        for &(decisions, at, ok) in cases {
+            let (i, d, a) = binding(decisions.iter().copied()).unwrap();
+            assert_eq!((i, a), (at, ok), "{decisions:?}");
+            assert_eq!(d, decisions[at]);
+        }
+        assert_eq!(binding([]), None);
+    }
+}

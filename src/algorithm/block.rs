@@ -29,9 +29,9 @@ use crate::error::{Error, Result};
 /// The byte a blocked string state starts with.
 pub const PREFIX: u8 = b'B';
 
-/// Room for a blocked state: the prefix `B<19 digits>;` and the algorithm's
-/// own encoding.
-pub const BLOCKED_BUF_LEN: usize = STATE_BUF_LEN + 24;
+/// Room for the longest blocked state: `B`, the 19 digits of `i64::MAX`,
+/// `;` and the algorithm's own encoding.
+pub const BLOCKED_BUF_LEN: usize = STATE_BUF_LEN + 21;
 
 /// Splits a stored string into its block (`blocked_until_us`, if any) and
 /// the algorithm's own bytes; `None` when a `B` prefix is malformed.
@@ -145,6 +145,20 @@ mod tests {
         for bad in [&b"B"[..], b"B;", b"Bx;1", b"B-1;", b"B12"] {
             assert_eq!(split(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_longest_blocked_state_fills_the_buffer_exactly() {
+        let mut buf = [0u8; BLOCKED_BUF_LEN];
+        let inner = [b'9'; STATE_BUF_LEN];
+        let n = encode(i64::MAX, &inner, &mut buf);
+        assert_eq!(n, BLOCKED_BUF_LEN);
+        assert_eq!(split(&buf[..n]), Some((Some(i64::MAX), &inner[..])));
+        // A longer inner state is cut to STATE_BUF_LEN bytes.
+        let mut long = [b'7'; STATE_BUF_LEN + 5].to_vec();
+        long[0] = b'1';
+        let n = encode(0, &long, &mut buf);
+        assert_eq!(split(&buf[..n]), Some((Some(0), &long[..STATE_BUF_LEN])));
     }
 
     #[test]

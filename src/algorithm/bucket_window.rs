@@ -38,8 +38,9 @@ use crate::error::{Error, Result};
 pub const MAX_BUCKETS: i64 = 60;
 /// The fewest sub-windows.
 pub const MIN_BUCKETS: i64 = 2;
-/// Room for any encoded state: the tag, two varints, 60 counts.
-pub const MAX_STATE_LEN: usize = 1 + 10 + 10 + 4 * MAX_BUCKETS as usize;
+/// The longest encoded state: the tag, the sub-window length (at most
+/// `i64::MAX`: 9 varint bytes), the zigzagged newest index (10), 60 counts.
+pub const MAX_STATE_LEN: usize = 1 + 9 + 10 + 4 * MAX_BUCKETS as usize;
 
 /// The counts of the newest sub-windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -338,13 +339,12 @@ impl BucketWindow {
 /// Writes `value` as a LEB128 varint.
 fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            out.push(byte);
+        if value < 0x80 {
+            out.push(value as u8);
             return;
         }
-        out.push(byte | 0x80);
+        out.push(value as u8 | 0x80);
+        value >>= 7;
     }
 }
 
@@ -503,6 +503,21 @@ mod tests {
     }
 
     #[test]
+    fn the_whole_limit_at_once_on_an_empty_limiter_and_no_write_for_nothing() {
+        let bw = BucketWindow::new(5, S, 10).unwrap();
+        assert_eq!(bw.limit(), 5);
+        let first = bw.decide(None, T0, 5).unwrap();
+        assert!(!first.decision.limited);
+        assert_eq!(first.decision.remaining, 0);
+        let state = first.update.expect("a write").state;
+        // A call of cost 0 decides without writing.
+        let zero = bw.decide(Some(&state), T0 + 10 * MS, 0).unwrap();
+        assert!(!zero.decision.limited);
+        assert_eq!(zero.update, None);
+        assert_eq!(bw.decide(None, T0, 0).unwrap().update, None);
+    }
+
+    #[test]
     fn a_refund_gives_back_from_the_newest_sub_windows() {
         let bw = BucketWindow::new(10, S, 10).unwrap();
         let s = run(&bw, &[(T0, 3), (T0 + 500 * MS, 2)])[1].1.unwrap();
@@ -530,6 +545,16 @@ mod tests {
         let d = four.decide(Some(&s), T0 + 700 * MS, 2).unwrap().decision;
         assert!(d.limited);
         assert_eq!(d.remaining, 1);
+        // At 1.1 s the window is [0.1 s, 1.1 s): the sub-window [0, 0.1 s)
+        // has just left it, only the 3 of 0.6 s count.
+        let d = four.decide(Some(&s), T0 + 1_100 * MS, 7).unwrap().decision;
+        assert!(!d.limited);
+        assert_eq!(d.remaining, 0);
+        let d = four
+            .decide(Some(&s), T0 + 1_100 * MS - 1, 7)
+            .unwrap()
+            .decision;
+        assert!(d.limited, "a µs earlier the 6 of [0, 0.1 s) still count");
     }
 
     #[test]
@@ -556,6 +581,38 @@ mod tests {
         let mut many = vec![b'K', 1, 2];
         many.extend(std::iter::repeat_n(1u8, 4 * 61));
         assert_eq!(decode(&many), None);
+        // The extremes: every varint length, the 10th byte's one bit, and
+        // the longest state, which MAX_STATE_LEN holds exactly.
+        for (sub_us, newest_index) in [
+            (1, 0),
+            (127, 63),
+            (128, 64),
+            (255, -65),
+            (16_384, 1 << 40),
+            (i64::MAX, i64::MIN),
+            (i64::MAX, i64::MAX),
+        ] {
+            let longest = BucketCounts {
+                sub_us,
+                newest_index,
+                len: MAX_BUCKETS as usize,
+                counts: [u32::MAX; MAX_BUCKETS as usize],
+            };
+            out.clear();
+            encode(&longest, &mut out);
+            assert_eq!(decode(&out), Some(longest), "{sub_us} {newest_index}");
+            if newest_index == i64::MIN {
+                assert_eq!(out.len(), MAX_STATE_LEN);
+            }
+        }
+        // A 10th byte above 1 is past 64 bits.
+        let mut past = vec![b'K', 1];
+        past.extend([0xff; 9]);
+        past.push(0x02);
+        past.extend([0; 4]);
+        assert_eq!(decode(&past), None);
+        past[11] = 0x01;
+        assert!(decode(&past).is_some());
     }
 
     fn timeline() -> impl Strategy<Value = (i64, i64, i64, Vec<(i64, i64)>)> {
