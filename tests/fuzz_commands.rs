@@ -5,7 +5,9 @@
 //! * the seven single commands with random arity, boundary numbers, junk
 //!   bytes, very long strings, and the call options
 //!   `[TOKENS n | REFUND n] [PEEK] [BLOCK duration]` in any order, repeated,
-//!   malformed or cut short;
+//!   malformed or cut short, and the window variants `ALIGN EPOCH|FIRST`
+//!   (`RL.FIXEDWINDOW`) and `BUCKETS k` (`RL.SLIDINGWINDOW`), valid or not,
+//!   so keys meet calls of both variants;
 //! * `RL.ALL numkeys key … limit … [options]` with 1 to 64 keys (and
 //!   `numkeys` out of range or not matching), every limit type, `POLICY name`
 //!   (known and unknown), `LEAKYBUCKET` (refused), junk limits, duplicate
@@ -553,6 +555,36 @@ fn block_value(rng: &mut Rng) -> Vec<u8> {
     }
 }
 
+/// The variant option of command `c` (`COMMANDS[c]`): `ALIGN` for the fixed
+/// window, `BUCKETS` for the sliding window.
+fn variant_word(c: usize) -> Option<&'static str> {
+    match COMMANDS[c].0 {
+        "RL.FIXEDWINDOW" => Some("ALIGN"),
+        "RL.SLIDINGWINDOW" => Some("BUCKETS"),
+        _ => None,
+    }
+}
+
+/// Sometimes the command's variant option (`ALIGN EPOCH|FIRST`,
+/// `BUCKETS k`), with a valid, near or random value; a key then meets
+/// calls of both variants (an `ERR` that writes nothing).
+fn variant(rng: &mut Rng, c: usize) -> Vec<Vec<u8>> {
+    let Some(word) = variant_word(c) else {
+        return Vec::new();
+    };
+    if rng.below(3) != 0 {
+        return Vec::new();
+    }
+    let value = match (word, rng.below(8)) {
+        (_, 0) => fuzz_value(rng),
+        ("ALIGN", 1) => b"SECOND".to_vec(),
+        ("ALIGN", n) => random_case(rng, if n % 2 == 0 { "FIRST" } else { "EPOCH" }),
+        (_, 1) => rng.pick(&[&b"1"[..], b"61", b"0", b"-2", b"2.5"]).to_vec(),
+        _ => rng.pick(&[2, 3, 10, 60]).to_string().into_bytes(),
+    };
+    vec![keyword(rng, word), value]
+}
+
 /// One option with its value: `OPTION_WORDS[which]`.
 fn option(rng: &mut Rng, which: usize) -> Vec<Vec<u8>> {
     match which {
@@ -693,6 +725,7 @@ fn gen_single(rng: &mut Rng, pool: &Pool) -> Call {
         args.extend(STEADY[c].iter().map(|p| p.as_bytes().to_vec()));
         if tail == Tail::Tokens {
             args.extend(options(rng, true));
+            args.extend(variant(rng, c));
         } else if rng.below(3) == 0 {
             args.push(rng.below(3).to_string().into_bytes());
         }
@@ -706,7 +739,10 @@ fn gen_single(rng: &mut Rng, pool: &Pool) -> Call {
             });
         }
         match (tail, rng.below(10)) {
-            (Tail::Tokens, 0..=6) => args.extend(options(rng, true)),
+            (Tail::Tokens, 0..=6) => {
+                args.extend(options(rng, true));
+                args.extend(variant(rng, c));
+            }
             (Tail::Quantity, 0..=2) => {}
             (_, 0..=7) => {
                 if tail == Tail::Tokens {
@@ -1454,9 +1490,9 @@ fn check_key(
 
 /// The options of a call that succeeded (`words` follow the parameters): a
 /// valid option list, or the module accepted what it should refuse.
-fn read_options(words: &[Vec<u8>]) -> Result<May, String> {
+fn read_options(words: &[Vec<u8>], variant: Option<&str>) -> Result<May, String> {
     let mut may = May::default();
-    let (mut op, mut block) = (false, false);
+    let (mut op, mut block, mut varied) = (false, false, false);
     let mut i = 0;
     while i < words.len() {
         let w = &words[i];
@@ -1479,6 +1515,14 @@ fn read_options(words: &[Vec<u8>]) -> Result<May, String> {
                 return Err("accepted a second BLOCK or one without its duration".into());
             }
             block = true;
+            i += 2;
+        } else if variant.is_some_and(|v| w.eq_ignore_ascii_case(v.as_bytes())) {
+            if varied || !has_value {
+                return Err(format!(
+                    "accepted a second {variant:?} or one without its value"
+                ));
+            }
+            varied = true;
             i += 2;
         } else {
             return Err(format!(
@@ -1540,6 +1584,7 @@ struct Seen {
     peek: bool,
     refund: bool,
     block_wrote: bool,
+    variant: bool,
 }
 
 /// One call with what was read around it.
@@ -1643,7 +1688,7 @@ fn check_single(cx: &Checked, c: usize) -> Result<Seen, String> {
             ..May::default()
         }
     } else {
-        read_options(&args[2 + params.len()..])?
+        read_options(&args[2 + params.len()..], variant_word(c))?
     };
     if may.refund {
         refund_reply(&r)?;
@@ -1657,6 +1702,8 @@ fn check_single(cx: &Checked, c: usize) -> Result<Seen, String> {
         peek: may.peek,
         refund: may.refund,
         block_wrote,
+        variant: variant_word(c)
+            .is_some_and(|v| args.iter().any(|a| a.eq_ignore_ascii_case(v.as_bytes()))),
         ..Seen::default()
     })
 }
@@ -1670,7 +1717,7 @@ fn check_limit(cx: &Checked) -> Result<Seen, String> {
         .get(&args[2])
         .ok_or("answered for a policy that does not exist")?;
     conventions(&r, def.kind == b"LEAKYBUCKET")?;
-    let mut may = read_options(&args[3..])?;
+    let mut may = read_options(&args[3..], None)?;
     if may.block {
         return Err("RL.LIMIT accepted BLOCK".into());
     }
@@ -1737,7 +1784,7 @@ fn check_all(cx: &Checked) -> Result<Seen, String> {
         }
         at += 1 + params;
     }
-    let options = read_options(args.get(at..).unwrap_or(&[]))?;
+    let options = read_options(args.get(at..).unwrap_or(&[]), None)?;
     conventions(&r[..5], false)?;
     let (limited, position) = (r[0] == 1, r[5]);
     if !(1..=numkeys as i64).contains(&position) {
@@ -1825,6 +1872,8 @@ struct Tally {
     peeks: u64,
     refunds: u64,
     block_writes: u64,
+    /// Answered calls with the command's variant option (`ALIGN`, `BUCKETS`).
+    variants: u64,
 }
 
 fn fuzz(seed: u64, batches: usize, calls_per_batch: usize) {
@@ -1908,6 +1957,7 @@ fn fuzz(seed: u64, batches: usize, calls_per_batch: usize) {
                     t.peeks += u64::from(seen.peek);
                     t.refunds += u64::from(seen.refund);
                     t.block_writes += u64::from(seen.block_wrote);
+                    t.variants += u64::from(seen.variant);
                 }
                 Err(why) => panic!("seed {seed} batch {batch}: {}\n  → {why}", show(&call.args)),
             }
@@ -1951,6 +2001,12 @@ fn fuzz(seed: u64, batches: usize, calls_per_batch: usize) {
             assert!(
                 t.peeks >= n && t.refunds >= n && t.block_writes >= n / 10,
                 "{label}: the fuzzer rarely reaches PEEK, REFUND or a BLOCK write: {t:?}"
+            );
+        }
+        if matches!(label, "RL.FIXEDWINDOW" | "RL.SLIDINGWINDOW") {
+            assert!(
+                t.variants >= 2 * n,
+                "{label}: the fuzzer rarely answers ALIGN / BUCKETS calls: {t:?}"
             );
         }
     }
