@@ -55,28 +55,21 @@ pub struct CellGcra {
 
 /// redis-cell's emission interval, in ns: `period_secs × 10⁹ /
 /// count_per_period` divided in `f64` and truncated (`Rate::per_period` in
-/// redis-cell's `src/cell/mod.rs`). Below 2⁵³ ns this equals the truncated
-/// integer quotient; above, it reproduces redis-cell's `f64` rounding.
+/// redis-cell's `src/cell/mod.rs`). Below 2⁵³ ns this is the truncated
+/// integer quotient (a correctly rounded quotient of integers below 2⁵³
+/// never reaches the next integer); above, redis-cell's `f64` rounding.
 fn emission_interval_ns(period_secs: i64, count_per_period: i64) -> i128 {
     let period_ns = i128::from(period_secs) * NS_PER_SEC; // ≤ 9.3 × 10²⁷: fits
-    if period_ns < 1 << 53 {
-        period_ns / i128::from(count_per_period)
-    } else {
-        // Both operands are exact or correctly rounded, as in redis-cell; the
-        // quotient is ≤ 9.3 × 10²⁷, so the saturating cast is exact in range.
-        (period_ns as f64 / count_per_period as f64) as i128
-    }
+                                                          // Both operands are exact or correctly rounded, as in redis-cell; the
+                                                          // quotient is ≤ 9.3 × 10²⁷, so the saturating cast is exact in range.
+    (period_ns as f64 / count_per_period as f64) as i128
 }
 
 /// `a / b` (`b` ≥ 1) as redis-cell computes it, `(a as f64 / b as f64) as
 /// i64`: for `|a|` below 2⁵³ this is the integer quotient truncated toward
 /// zero; above, redis-cell's `f64` rounding (the cast saturates).
 fn quotient_as_f64(a: i128, b: i128) -> i64 {
-    if a.abs() < 1 << 53 {
-        i64::try_from(a / b).unwrap_or(i64::MAX)
-    } else {
-        (a as f64 / b as f64) as i64
-    }
+    (a as f64 / b as f64) as i64
 }
 
 impl CellGcra {
@@ -181,7 +174,9 @@ impl CellGcra {
         retry_after_ns: Option<i128>,
     ) -> Decision {
         let mut remaining = self.remaining(ttl_ns);
-        if limited && retry_after_ns.is_some() {
+        // A retry: refused for want of tokens (allowed calls and costs
+        // above the limit have none).
+        if retry_after_ns.is_some() {
             remaining = remaining.min(cost.saturating_sub(1)).max(0);
         }
         Decision {
@@ -198,7 +193,7 @@ impl CellGcra {
 /// [`reply_secs`] reads), saturating at the `i64` bounds.
 fn floor_us(ns: i128) -> i64 {
     let us = ns.div_euclid(NS_PER_US);
-    i64::try_from(us).unwrap_or(if us < 0 { i64::MIN } else { i64::MAX })
+    us.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 /// The server's µs clock in ns.
@@ -343,6 +338,43 @@ pub const fn retry_after_secs(limited: bool, retry_after_us: Option<i64>) -> i64
 mod tests {
     use super::*;
     use crate::algorithm::table::{S, T0};
+    use proptest::prelude::*;
+
+    #[test]
+    fn parameters_in_ns_as_redis_cell_computes_them() {
+        // 7 per 61 s: T = 8 714 285 714 ns (truncated), limit 101.
+        let cell = CellGcra::new(100, 7, 61).unwrap();
+        assert_eq!(cell.emission_interval_ns(), 8_714_285_714);
+        assert_eq!(cell.delay_variation_tolerance_ns(), 8_714_285_714 * 101);
+        assert_eq!(cell.limit(), 101);
+        // Past 2⁵³ ns the f64 quotient is redis-cell's: 10¹⁷ / 3 rounds to
+        // …332, where the integer quotient is …333.
+        let slow = CellGcra::new(0, 3, 100_000_000).unwrap();
+        assert_eq!(slow.emission_interval_ns(), 33_333_333_333_333_332);
+        assert_eq!(
+            quotient_as_f64(100_000_000_000_000_001, 3),
+            33_333_333_333_333_332
+        );
+        assert_eq!(quotient_as_f64(-7, 2), -3);
+        assert_eq!(quotient_as_f64(i128::MAX, 1), i64::MAX);
+    }
+
+    #[test]
+    fn microseconds_floor_and_saturate() {
+        assert_eq!(floor_us(1_999), 1);
+        assert_eq!(floor_us(-1), -1);
+        assert_eq!(floor_us(i128::MAX), i64::MAX);
+        assert_eq!(floor_us(i128::MIN), i64::MIN);
+    }
+
+    proptest! {
+        /// Below 2⁵³ the f64 quotient is the integer one (truncated toward
+        /// zero), which the docs of `emission_interval_ns` rely on.
+        #[test]
+        fn the_f64_quotient_is_exact_below_2_pow_53(a in -(1i128 << 53) + 1..(1i128 << 53), b in 1i128..(1i128 << 53)) {
+            prop_assert_eq!(i128::from(quotient_as_f64(a, b)), a / b);
+        }
+    }
 
     #[test]
     fn a_tolerance_past_i128_is_an_overflow_error() {
