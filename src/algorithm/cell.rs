@@ -360,6 +360,22 @@ mod tests {
     }
 
     #[test]
+    fn a_tat_past_the_nanosecond_range_is_written_as_the_last_microsecond_value() {
+        let mut buf = [0u8; STATE_BUF_LEN];
+        // 10²¹ ns (year 33658) is past i64 ns: µs, clamped below the floor
+        // from which a value reads as ns.
+        let n = CellGcra::encode(&1_000_000_000_000_000_000_000, &mut buf);
+        assert_eq!(&buf[..n], b"99999999999999999");
+        assert_eq!(
+            CellGcra::decode(&buf[..n]),
+            Some(i128::from(NANOSECOND_TAT_FLOOR - 1) * NS_PER_US)
+        );
+        // Before 1973 (below the floor in ns): µs, rounded up.
+        let n = CellGcra::encode(&1_500, &mut buf);
+        assert_eq!(&buf[..n], b"2");
+    }
+
+    #[test]
     fn microseconds_floor_and_saturate() {
         assert_eq!(floor_us(1_999), 1);
         assert_eq!(floor_us(-1), -1);
