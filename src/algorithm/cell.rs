@@ -320,17 +320,11 @@ pub const fn reply_secs(duration_us: i64) -> i64 {
 ///
 /// redis-cell replies 0 when the wait is under a millisecond, which sends
 /// the client straight back to be refused again; this replies 1 there.
-pub const fn retry_after_secs(limited: bool, retry_after_us: Option<i64>) -> i64 {
+pub fn retry_after_secs(limited: bool, retry_after_us: Option<i64>) -> i64 {
     match retry_after_us {
         None => -1,
-        Some(us) => {
-            let secs = reply_secs(us);
-            if limited && secs < 1 {
-                1
-            } else {
-                secs
-            }
-        }
+        Some(us) if limited => reply_secs(us).max(1),
+        Some(us) => reply_secs(us),
     }
 }
 
@@ -373,6 +367,36 @@ mod tests {
         // Before 1973 (below the floor in ns): µs, rounded up.
         let n = CellGcra::encode(&1_500, &mut buf);
         assert_eq!(&buf[..n], b"2");
+    }
+
+    #[test]
+    fn a_refund_moves_the_tat_back_and_a_full_limiter_loses_its_key() {
+        // 1 per second, burst 4 (limit 5); three taken at T0.
+        let cell = CellGcra::new(4, 1, 1).unwrap();
+        let now = T0;
+        let taken = now_ns(now) + 3 * NS_PER_SEC;
+        let r = cell.refund(Some(taken), now, 1).unwrap();
+        let back = now_ns(now) + 2 * NS_PER_SEC;
+        assert_eq!(
+            r.write,
+            RefundWrite::Set(Update {
+                state: back,
+                expire_at_us: now + 2 * S,
+            })
+        );
+        assert_eq!((r.decision.limited, r.decision.remaining), (false, 3));
+        assert_eq!(
+            cell.refund(Some(taken), now, 3).unwrap().write,
+            RefundWrite::Delete
+        );
+        assert_eq!(
+            cell.refund(Some(taken), now, 9).unwrap().write,
+            RefundWrite::Delete
+        );
+        assert_eq!(
+            cell.refund(None, now, 1).unwrap().write,
+            RefundWrite::Nothing
+        );
     }
 
     #[test]
