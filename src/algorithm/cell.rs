@@ -538,5 +538,8 @@ mod tests {
         assert_eq!(retry_after_secs(true, Some(S + 4)), 1);
         assert_eq!(retry_after_secs(true, None), -1);
         assert_eq!(retry_after_secs(false, None), -1);
+        // Only a refusal is held to at least 1 s.
+        assert_eq!(retry_after_secs(false, Some(286)), 0);
+        assert_eq!(retry_after_secs(true, Some(2 * S + 1_000)), 3);
     }
 }
