@@ -721,6 +721,16 @@ fn policies_no_refuses_policy_commands_and_keeps_the_module_unloadable() {
             Some(&redis::Value::Array(vec![])),
             "{info:?}"
         );
+        // In the module's ACL category wherever the server has one (the
+        // seventh field lists the categories: RL.GCRA's tells).
+        let gcra: Vec<Vec<redis::Value>> =
+            query(&mut con, &["COMMAND", "INFO", "rl.gcra"]).unwrap();
+        let ratelimit = redis::Value::SimpleString("@ratelimit".into());
+        let in_category = |info: &[Vec<redis::Value>]| match &info[0][6] {
+            redis::Value::Array(cats) | redis::Value::Set(cats) => cats.contains(&ratelimit),
+            other => panic!("categories: {other:?}"),
+        };
+        assert_eq!(in_category(&info), in_category(&gcra), "{info:?} {gcra:?}");
         assert_eq!(call(&mut con, &["RL.GCRA", "k", "1", "1", "1"])[0], 0);
         let _: () = query(&mut con, &["MODULE", "UNLOAD", "ratelimit"]).unwrap();
     }

@@ -299,7 +299,7 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
         }
         // Documentation and categories are metadata: a server that refuses
         // them gets a warning, not a module that fails to load.
-        if let Err(why) = registry::document(ctx, spec.name, spec.doc, None) {
+        if let Err(why) = registry::document(ctx, spec.name, spec.doc, own_category) {
             ctx.log_warning(&format!("ratelimit: {why}"));
         }
     }
@@ -320,7 +320,7 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
         if !registry::create_command(ctx, spec.name, rl_policy_off, spec.flags, spec.doc.keys) {
             return Err("could not register rl.policy".into());
         }
-        if let Err(why) = registry::document(ctx, spec.name, spec.doc, None) {
+        if let Err(why) = registry::document(ctx, spec.name, spec.doc, own_category) {
             ctx.log_warning(&format!("ratelimit: {why}"));
         }
     }

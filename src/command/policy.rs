@@ -512,7 +512,7 @@ pub const OFF_SPEC: super::Spec = super::Spec {
         summary: c"Refuses: the module was loaded with policies no (ratelimit.policies).",
         complexity: c"O(1)",
         arity: -2,
-        acl_categories: "",
+        acl_categories: "read fast",
         keys: docs::KeySpec::None,
         args: &[],
     },

@@ -294,7 +294,12 @@ pub fn document(
         // refuses (it has no module categories, or lost ours).
         let mut attempts = Vec::with_capacity(2);
         if let Some(own) = own_category {
-            attempts.push(format!("{} {}", doc.acl_categories, own.to_string_lossy()));
+            let own = own.to_string_lossy();
+            attempts.push(if doc.acl_categories.is_empty() {
+                own.into_owned()
+            } else {
+                format!("{} {own}", doc.acl_categories)
+            });
         }
         attempts.push(doc.acl_categories.to_string());
         let accepted = attempts.into_iter().any(|categories| {
