@@ -370,6 +370,21 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_cost_call_writes_nothing() {
+        // CL.THROTTLE with quantity 0 reports the state and changes nothing,
+        // on a missing key as on a stored TAT ahead of now.
+        let cell = CellGcra::new(4, 1, 1).unwrap();
+        let ahead = now_ns(T0) + 2 * NS_PER_SEC;
+        for tat in [None, Some(ahead)] {
+            let out = cell.decide(tat, T0, 0).unwrap();
+            assert!(!out.decision.limited, "{tat:?}");
+            assert_eq!(out.update, None, "{tat:?}");
+        }
+        // One token does write.
+        assert!(cell.decide(None, T0, 1).unwrap().update.is_some());
+    }
+
+    #[test]
     fn a_refund_moves_the_tat_back_and_a_full_limiter_loses_its_key() {
         // 1 per second, burst 4 (limit 5); three taken at T0.
         let cell = CellGcra::new(4, 1, 1).unwrap();
