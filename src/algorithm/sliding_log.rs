@@ -393,6 +393,7 @@ mod tests {
     #[test]
     fn a_refund_removes_the_newest_entries_inside_the_window() {
         let sl = SlidingLog::new(4, S).unwrap();
+        assert_eq!(sl.limit(), 4);
         // One stale entry, three live ones.
         let log = [T0 - 2 * S, T0 + 100 * MS, T0 + 200 * MS, T0 + 300 * MS];
         let r = sl.refund(&log[..], T0 + 500 * MS, 2).unwrap();
@@ -409,11 +410,16 @@ mod tests {
             ),
             (false, 3, None, 600 * MS)
         );
-        // More than is inside the window: all of it goes, with the key.
+        // More than is inside the window: all of it goes, with the key (the
+        // stale entry left behind sets no expiry and no reset).
         let r = sl.refund(&log[..], T0 + 500 * MS, 9).unwrap();
         assert_eq!(
             (r.remove_newest, r.delete, r.decision.remaining),
             (3, true, 4)
+        );
+        assert_eq!(
+            (r.expire_at_us, r.decision.reset_after_us),
+            (T0 + 500 * MS, 0)
         );
         // Nothing inside the window (or no key): nothing changes.
         let r = sl.refund(&log[..], T0 + 2 * S, 1).unwrap();
