@@ -195,13 +195,15 @@ impl Algorithm for SlidingWindow {
             return refuse(Some(ahead.checked_add(to_i64(d)?).ok_or(Error::Overflow)?));
         }
         // In the next window, where `current` becomes the previous count:
-        // current × (W − e) ≤ (limit − cost) × W.
+        // current × (W − e) ≤ (limit − cost) × W. Here `current` > 0: no
+        // room for `current + cost` while `cost ≤ limit`.
         let next_headroom = limit - i128::from(cost);
-        let e = if current > 0 {
-            (w128 - next_headroom * w128 / i128::from(current)).max(0)
-        } else {
-            0
-        };
+        let q = (next_headroom * w128)
+            .checked_div(i128::from(current))
+            .ok_or(Error::Internal {
+                what: "a limited sliding window with no current count",
+            })?;
+        let e = (w128 - q).max(0);
         refuse(Some(
             sub(window_start(1)?, now_us)?
                 .checked_add(to_i64(e)?)
