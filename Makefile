@@ -16,7 +16,7 @@ DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build build-debug run test test-release test-long test-unit test-integration mutants \
-	test-examples test-packages test-memcheck compat lint fmt bench dist deb clean
+	test-examples test-packages test-memcheck compat lint fmt bench callgrind dist deb clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -108,6 +108,14 @@ mutants: setup ## Mutation testing of src/algorithm/ (cargo-mutants, lib tests; 
 
 bench: build ## Benchmark every command vs SET … PX, INCR and Lua; writes bench/README.md
 	python3 bench/bench.py --module $(MODULE_RELEASE) --write-readme
+
+# One command's instructions per call under callgrind (repeatable, unlike time): the module's
+# own code and each server API it calls. ARGS is the command (__rand_int__ → key numbers).
+CALLGRIND_ARGS ?= RL.GCRA k:__rand_int__ 99 1 6
+callgrind: build ## Instructions per call of one command (ARGS='RL.GCRA k:__rand_int__ 99 1 6'; BACKLOG=1: effects propagate)
+	@scripts/setup.sh memcheck
+	@scripts/servers.sh memcheck >/dev/null
+	python3 bench/callgrind.py $(if $(BACKLOG),--backlog) --module $(MODULE_RELEASE) -- $(or $(ARGS),$(CALLGRIND_ARGS))
 
 clean: ## Remove build products (target/, dist/)
 	$(CARGO) clean

@@ -390,34 +390,69 @@ callgrind, below, is the stable measure.
 
 ## Where the time goes
 
-`valgrind --tool=callgrind` on the server counts instructions repeatably.
-One call, Redis 7.0.15, release build (2026-11-21), instructions:
+`make callgrind` (`bench/callgrind.py`) runs one command under
+`valgrind --tool=callgrind` on Redis 7.0.15 built with symbols
+(`scripts/servers.sh memcheck`), on 1,000 keys that already exist, and counts
+instructions per call: the same count on every run, where time moves. It
+splits a module command into the module's own code and the server APIs the
+module calls (`RM_OpenKey`, `RM_Replicate`, …), which no change inside the
+module can remove. Release build, 2026-11-24, instructions per call:
 
-| part of the call | `RL.GCRA`, new key | `RL.GCRA`, existing key | `RL.TOKENBUCKET`, existing key |
-|---|---:|---:|---:|
-| whole command (`RedisModuleCommandDispatcher`) | 6,345 | 5,004 | 5,503 |
-| five-integer reply | 1,238 | 1,255 | 1,255 |
-| open + close key | 657 | 1,170 | 1,168 |
-| create / resize the value (`StringTruncate`) | 1,987 | 165 | 167 |
-| absolute expiry (`SetAbsExpire`) | 829 | 561 | 561 |
-| is anything consuming effects? (`propagate::effects_needed`) | 172 | 173 | 172 |
-| `SET key value PX 60000` (`setCommand`), for comparison | 4,840 | 4,846 | 4,846 |
+| command | the command | module's own code | server APIs | with a backlog: the command | own code | server APIs |
+|---|---:|---:|---:|---:|---:|---:|
+| `SET … PX 60000` (`setCommand`) | 4,588 | | | 4,589 | | |
+| `RL.GCRA` | 5,117 | 1,533 | 3,460 | 7,871 | 1,618 | 6,070 |
+| `RL.TOKENBUCKET` | 5,592 | 2,011 | 3,457 | 8,317 | 2,096 | 6,038 |
+| `CL.THROTTLE` | 5,560 | 2,031 | 3,405 | 8,310 | 2,116 | 6,011 |
+| `RL.FIXEDWINDOW` | 5,505 | 1,724 | 3,665 | 8,262 | 1,809 | 6,277 |
+| `RL.SLIDINGWINDOW` | 5,690 | 1,899 | 3,674 | 8,433 | 1,984 | 6,273 |
+| `RL.LEAKYBUCKET` | 5,868 | 2,206 | 3,538 | 8,597 | 2,291 | 6,123 |
+| `RL.ALL` (GCRA + FIXEDWINDOW) | 10,939 | 4,083 | 6,690 | 16,835 | 4,312 | 12,294 |
+
+The server APIs of one write (`RL.GCRA`): open the key ~990 (two hash
+lookups: the key, and its expiry, which the server checks at every lookup),
+the five-integer reply ~1,210, the absolute expiry ~500 (two more lookups),
+close ~160, two keyspace events ~120, reading and writing the value ~95, the
+modified-key signal ~60, the dirty counter ~50. `SET … PX` does the same
+lookups and also rewrites its arguments to `PXAT` for propagation.
 
 With a replica, an AOF or a replication backlog, each write also passes its
-effect (`SET key value PXAT ms`) to `RedisModule_Replicate`: ~3.4k more
-instructions (the server looks the command up by name, splitting and
-allocating, and turns every argument into a new object), inside the time
-`INFO commandstats` gives the command, while `SET`'s own propagation happens
-after that part of the call. When nothing consumes effects (no AOF, and on a
-master no backlog and no replica: exactly when the server would drop them)
-the module skips that call (`src/command/propagate.rs`); a write then costs
-about what `SET … PX` does, plus the five-integer reply. `INFO ratelimit`
-counts the writes of each kind, and the benchmark checks that every write of
-the main runs skipped and every write of the backlog runs propagated. The
-price: while writes skip, the module's command filter (which watches for
-`SYNC` / `PSYNC`) runs for every command the server executes, about 120
-instructions each (2.5% of a `SET … PX`); the `SET` rows of the main run
-include it.
+effect (`SET key value PXAT ms`) to `RedisModule_Replicate`: ~2.7k
+instructions, of which the server's lookup of the command by name
+(splitting on `|`, allocating, a case-insensitive hash) is ~1.3k and the new
+argument objects ~0.75k. That happens inside the part of the call
+`INFO commandstats` times; `SET`'s own propagation (~3.1k instructions that
+feed the backlog) happens after it. Counted over the whole `call()`, which
+holds both, `RL.GCRA` is 11,138 instructions and `SET … PX` 8,675 (1.28 ×).
+When nothing consumes effects (no AOF, and on a master no backlog and no
+replica: exactly when the server would drop them) the module skips that call
+(`src/command/propagate.rs`); a write then costs about what `SET … PX` does,
+plus the five-integer reply. `INFO ratelimit` counts the writes of each kind,
+and the benchmark checks that every write of the main runs skipped and every
+write of the backlog runs propagated. The price: while writes skip, the
+module's command filter (which watches for `SYNC` / `PSYNC`) runs for every
+command the server executes, about 120 instructions each (2.5% of a
+`SET … PX`, the server's filter dispatch included); the `SET` rows of the
+main run include it.
+
+Time per instruction: in the main runs a module command takes ~13% more time
+per instruction than `SET … PX` (`RL.GCRA`: 1.28 × in µs at 1.12 × in
+instructions; `RL.ALL`: 2.66 × at 2.38 ×), in the backlog runs ~10% less.
+
+**The floor under issue 12's targets.** `RL.ALL` with two O(1) limits calls
+~6.7k instructions of server APIs (two keys opened, written, given their
+expiry, closed and announced; one six-integer reply): 1.49 × a `SET … PX`
+before any code of the module runs, ~1.7 × in time. The target of 1.8 × in
+time leaves the module ~450 instructions for parsing eleven arguments and
+deciding, encoding and planning two limits; it spends 4,083, and one
+`RL.GCRA` alone spends 1,533. What `RL.ALL` saves over two single calls
+(one request to read, parse and dispatch instead of two, one round trip) is
+outside the timed part. The backlog target (every O(1) command ≤ 1.5 ×
+`SET … PX` with a backlog) is nearer: at ~0.9 of the main run's time per
+instruction it allows ~7.6k instructions, i.e. ~1.45k of the module's own
+code, where the commands spend 1.6k (`RL.GCRA`) to 2.3k
+(`RL.LEAKYBUCKET`); but run-to-run spread of that ratio has been wider
+than the gap (1.16–1.80 across earlier runs).
 
 """
 

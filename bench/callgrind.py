@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Instructions per call of one command, counted by callgrind on a real server.
+
+`bench/bench.py` measures time, which moves from run to run on a shared
+machine; instruction counts do not (the same binary, inputs and environment
+give the same count whatever else the machine does). This script starts
+redis-server under `valgrind --tool=callgrind` with the module loaded, writes
+every key the command will touch (a first pass of the same calls), then
+counts only the measured calls and prints, per call:
+
+* the command itself: `RedisModuleCommandDispatcher` for a module command,
+  the command's own function (`setCommand`, …) for a built-in one; this is
+  the part `INFO commandstats` times;
+* for a module command, its instructions split into the module's own code
+  and each server API it calls (`RM_OpenKey`, `RM_Replicate`, …), which is
+  the floor no change inside the module can remove.
+
+Usage:
+  bench/callgrind.py [--calls N] [--keys K] [--backlog] [--server BIN] [--module PATH] -- ARGV...
+
+`__rand_int__` in ARGV is replaced, at each occurrence, by a random key
+number below K (as redis-benchmark does). `--backlog` syncs a replica once
+and stops it, so the master keeps a replication backlog and every write
+propagates its effects (the second run of `make bench`).
+
+The server needs symbols: by default the Redis 7.0 that `scripts/servers.sh
+memcheck` builds (build/servers/redis-7.0-libc/, libc malloc); Debian's
+binary is stripped. `make callgrind ARGS='RL.GCRA k:__rand_int__ 99 1 6'`
+prepares both and runs this. Only the standard library; needs valgrind and
+callgrind_control.
+"""
+
+import argparse
+import collections
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+DEFAULT_SERVER = os.path.join(ROOT, "build", "servers", "redis-7.0-libc", "redis-server")
+DEFAULT_MODULE = os.path.join(TARGET, "release", "libredis_ratelimit.so")
+MODULE_OBJECT = "libredis_ratelimit"
+
+
+def free_port():
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port <= 55535:
+            return port
+
+
+def resp(args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a.encode() if isinstance(a, str) else a
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Connection:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.buf = b""
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise SystemExit("the server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def read_reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"*":
+            return [self.read_reply() for _ in range(int(rest))]
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.sock.recv(65536)
+            data, self.buf = self.buf[:n], self.buf[n + 2:]
+            return data
+        if kind == b"-":
+            return RuntimeError(rest.decode())
+        return rest
+
+    def call(self, *args):
+        self.sock.sendall(resp(args))
+        return self.read_reply()
+
+    def pipeline(self, commands, batch=500):
+        """Sends every command, reads every reply; returns the error replies."""
+        errors = []
+        for i in range(0, len(commands), batch):
+            part = commands[i:i + batch]
+            self.sock.sendall(b"".join(resp(c) for c in part))
+            for _ in part:
+                r = self.read_reply()
+                if isinstance(r, RuntimeError):
+                    errors.append(str(r))
+        return errors
+
+
+def calls(argv, n, keys, seed):
+    rng = random.Random(seed)
+    return [[re.sub("__rand_int__", lambda _: str(rng.randrange(keys)), a) for a in argv]
+            for _ in range(n)]
+
+
+def wait_for(port, proc, seconds=60):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("redis-server exited (see its log)")
+        try:
+            c = Connection(port)
+            if c.call("PING") == b"PONG":
+                return c
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("redis-server did not answer under valgrind")
+
+
+def keep_backlog(port):
+    """A raw SYNC makes the master create its backlog and a replica; closing
+    the connection drops the replica and keeps the backlog."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(resp(["SYNC"]))
+    s.settimeout(20)
+    got = b""
+    try:
+        while len(got) < 64:  # the bulk length line and the RDB's start
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    finally:
+        s.close()
+
+
+def parse_profile(path):
+    """Per function: inclusive cost, self cost, object; and the cost of calls
+    from the module's functions into other objects, by callee."""
+    names = {"ob": {}, "fn": {}}
+
+    def name(kind, text):
+        m = re.match(r"\((\d+)\)(?: (.*))?", text)
+        if not m:
+            return text
+        if m.group(2) is not None:
+            names[kind][m.group(1)] = m.group(2)
+        return names[kind].get(m.group(1), "?")
+
+    self_cost = collections.Counter()
+    inclusive_calls = collections.Counter()  # cost of calls made by a function
+    fn_object = {}
+    module_api = collections.Counter()
+    ob = fn = cob = cfn = None
+    pending = False
+    for line in open(path, encoding="utf-8", errors="replace"):
+        line = line.rstrip("\n")
+        if line.startswith("ob="):
+            ob = name("ob", line[3:])
+        elif line.startswith("fn="):
+            fn = name("fn", line[3:])
+            fn_object.setdefault(fn, ob)
+            cob = None
+        elif line.startswith("cob="):
+            cob = name("ob", line[4:])
+        elif line.startswith("cfn="):
+            cfn = name("fn", line[4:])
+        elif line.startswith("calls="):
+            pending = True
+        elif line[:1].isdigit() or line[:1] in "+-*":
+            parts = line.split()
+            if len(parts) < 2:
+                continue
+            cost = int(parts[1])
+            if pending:
+                inclusive_calls[fn] += cost
+                target = cob or ob
+                if MODULE_OBJECT in (ob or "") and MODULE_OBJECT not in (target or ""):
+                    module_api[cfn] += cost
+                pending, cob = False, None
+            else:
+                self_cost[fn] += cost
+    inclusive = {f: self_cost[f] + inclusive_calls[f] for f in set(self_cost) | set(inclusive_calls)}
+    module_self = sum(c for f, c in self_cost.items() if MODULE_OBJECT in (fn_object.get(f) or ""))
+    return inclusive, module_self, module_api
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", type=int, default=20_000)
+    ap.add_argument("--keys", type=int, default=1_000)
+    ap.add_argument("--backlog", action="store_true")
+    ap.add_argument("--server", default=DEFAULT_SERVER)
+    ap.add_argument("--module", default=DEFAULT_MODULE)
+    ap.add_argument("argv", nargs="+")
+    args = ap.parse_args()
+    for path in (args.server, args.module):
+        if not os.path.exists(path):
+            raise SystemExit(f"not found: {path} (make callgrind prepares it)")
+
+    with tempfile.TemporaryDirectory(prefix="rl-callgrind-") as tmp:
+        port = free_port()
+        out = os.path.join(tmp, "callgrind.out.%p")
+        log = open(os.path.join(tmp, "server.log"), "w")
+        proc = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+             args.server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", tmp, "--loadmodule", args.module],
+            stdout=log, stderr=subprocess.STDOUT)
+        try:
+            conn = wait_for(port, proc)
+            if args.backlog:
+                keep_backlog(port)
+                info = conn.call("INFO", "replication").decode()
+                if "repl_backlog_active:1" not in info:
+                    raise SystemExit(f"no backlog:\n{info}")
+            # Every key the measured calls touch exists (same seed), as in the
+            # benchmark's steady state.
+            errors = conn.pipeline(calls(args.argv, max(args.calls // 4, args.keys * 3), args.keys, 1))
+            # Dump what was counted so far; the final dump holds only the
+            # measured calls. The dump happens when the server next wakes.
+            subprocess.Popen(["callgrind_control", "--dump", str(proc.pid)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+            conn.call("PING")
+            time.sleep(2)
+            errors += conn.pipeline(calls(args.argv, args.calls, args.keys, 2))
+            try:
+                conn.sock.sendall(resp(["SHUTDOWN", "NOSAVE"]))
+            except OSError:
+                pass
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        # callgrind.out.<pid>.1 holds the first pass; callgrind.out.<pid>,
+        # written at exit, the measured calls.
+        final = os.path.join(tmp, f"callgrind.out.{proc.pid}")
+        if not os.path.exists(final):
+            found = os.listdir(tmp)
+            raise SystemExit(f"no callgrind output at exit (found {found}); see the server log")
+        inclusive, module_self, module_api = parse_profile(final)
+
+    n = args.calls
+    print(f"{' '.join(args.argv)}: {n} calls over {args.keys} keys"
+          f"{', with a replication backlog' if args.backlog else ''}; instructions per call")
+    if errors:
+        print(f"  ({len(errors)} error replies, e.g. {errors[0]})")
+    dispatcher = inclusive.get("RedisModuleCommandDispatcher", 0)
+    if dispatcher:
+        print(f"  {dispatcher / n:8.0f}  the command (RedisModuleCommandDispatcher)")
+        print(f"  {module_self / n:8.0f}    the module's own code")
+        api = sum(module_api.values())
+        print(f"  {api / n:8.0f}    server APIs called by the module:")
+        for fn, cost in module_api.most_common():
+            if cost / n >= 5:
+                print(f"  {cost / n:8.0f}      {fn}")
+    else:
+        procs = [(c, f) for f, c in inclusive.items() if f.endswith("Command") and f != "processCommand"]
+        for cost, fn in sorted(procs, reverse=True)[:1]:
+            print(f"  {cost / n:8.0f}  the command ({fn})")
+    if "call" in inclusive:
+        print(f"  {inclusive['call'] / n:8.0f}  call() (the command plus its propagation and statistics)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
