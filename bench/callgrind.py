@@ -48,14 +48,8 @@ DEFAULT_SERVER = os.path.join(ROOT, "build", "servers", "redis-7.0-libc", "redis
 DEFAULT_MODULE = os.path.join(TARGET, "release", "libredis_ratelimit.so")
 MODULE_OBJECT = "libredis_ratelimit"
 
-
-def free_port():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port <= 55535:
-            return port
+sys.path.insert(0, HERE)
+from bench import free_port  # noqa: E402  (bench.py, beside this file)
 
 
 def resp(args):
