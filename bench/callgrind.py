@@ -147,8 +147,11 @@ def keep_backlog(port):
 
 
 def parse_profile(path):
-    """Per function: inclusive cost, self cost, object; and the cost of calls
-    from the module's functions into other objects, by callee."""
+    """Reads a callgrind output file: (inclusive cost by function, the
+    module's own cost, the cost of calls from the module's functions into
+    other objects by callee). Inclusive costs add a function's self cost and
+    the costs of the calls it makes, so a recursive function counts twice;
+    none of those this script prints recurses."""
     names = {"ob": {}, "fn": {}}
 
     def name(kind, text):
@@ -213,12 +216,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="rl-callgrind-") as tmp:
         port = free_port()
         out = os.path.join(tmp, "callgrind.out.%p")
-        log = open(os.path.join(tmp, "server.log"), "w")
-        proc = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-             args.server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", tmp, "--loadmodule", args.module],
-            stdout=log, stderr=subprocess.STDOUT)
+        with open(os.path.join(tmp, "server.log"), "w") as log:
+            proc = subprocess.Popen(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                 args.server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", tmp, "--loadmodule", args.module],
+                stdout=log, stderr=subprocess.STDOUT)
         try:
             conn = wait_for(port, proc)
             if args.backlog:
@@ -231,11 +234,11 @@ def main():
             errors = conn.pipeline(calls(args.argv, max(args.calls // 4, args.keys * 3), args.keys, 1))
             # Dump what was counted so far; the final dump holds only the
             # measured calls. The dump happens when the server next wakes.
-            subprocess.Popen(["callgrind_control", "--dump", str(proc.pid)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            dumper = subprocess.Popen(["callgrind_control", "--dump", str(proc.pid)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
             conn.call("PING")
-            time.sleep(2)
+            dumper.wait(timeout=60)
             errors += conn.pipeline(calls(args.argv, args.calls, args.keys, 2))
             try:
                 conn.sock.sendall(resp(["SHUTDOWN", "NOSAVE"]))
