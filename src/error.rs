@@ -88,8 +88,8 @@ pub enum Error {
     #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] after the policy (BLOCK belongs to the policy: RL.POLICY SET … BLOCK duration)")]
     LimitSyntax,
 
-    /// The module was loaded with `policies no`.
-    #[error("ERR policies are off: the module was loaded with policies no (ratelimit.policies)")]
+    /// The module was loaded with `policies no` or `unloadable`.
+    #[error("ERR policies are off: the module was loaded with policies no or unloadable (ratelimit.policies)")]
     PoliciesOff,
 
     /// `RL.ALL` with a leaky bucket.

@@ -620,7 +620,7 @@ fn an_rdb_without_policies_loads_without_the_module_where_the_server_allows() {
     } else {
         // Redis 7.0 has only aux_save: the record is always there, and a
         // server without the module refuses the file (as the README says;
-        // load the module with `policies no` to avoid it).
+        // load the module with `policies unloadable` to avoid it).
         let log =
             common::run_without_module_expecting_exit(plain, &["--save", "", "--appendonly", "no"]);
         assert!(log.contains("rl-policy"), "{log}");
@@ -681,10 +681,15 @@ fn an_application_user_can_limit_but_not_change_policies() {
 }
 
 #[test]
-fn policies_no_refuses_policy_commands_and_keeps_the_module_unloadable() {
+fn policies_unloadable_refuses_policy_commands_and_keeps_the_module_unloadable() {
     for load_args in [
-        vec!["--loadmodule", "MODULE", "policies", "no"],
-        vec!["--loadmodule", "MODULE", "--ratelimit.policies", "no"],
+        vec!["--loadmodule", "MODULE", "policies", "unloadable"],
+        vec![
+            "--loadmodule",
+            "MODULE",
+            "--ratelimit.policies",
+            "unloadable",
+        ],
     ] {
         let module = common::module_path();
         let module = module.to_str().unwrap();
@@ -704,7 +709,7 @@ fn policies_no_refuses_policy_commands_and_keeps_the_module_unloadable() {
         let mut con = server.connect();
         let config: Vec<String> =
             query(&mut con, &["CONFIG", "GET", "ratelimit.policies"]).unwrap();
-        assert_eq!(config, ["ratelimit.policies", "no"]);
+        assert_eq!(config, ["ratelimit.policies", "unloadable"]);
         assert_eq!(stats(&mut con, "policies_enabled"), "0");
         let e = call_err(&mut con, &["RL.POLICY", "SET", "a", "GCRA", "1", "1", "1"]);
         assert!(e.contains("policies are off"), "{e}");

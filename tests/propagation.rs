@@ -264,9 +264,9 @@ fn a_promoted_replica_feeds_its_backlog_with_effects() {
 
 #[test]
 fn a_reloaded_module_starts_over_and_still_sees_replicas_arrive() {
-    // `policies no`: a module with a data type cannot be unloaded.
+    // `policies unloadable`: a module with a data type cannot be unloaded.
     let master = Server::start_with_module_args(
-        &["policies", "no"],
+        &["policies", "unloadable"],
         &[
             "--save",
             "",
@@ -284,7 +284,13 @@ fn a_reloaded_module_starts_over_and_still_sees_replicas_arrive() {
     let path = common::module_path();
     let _: () = query(
         &mut m,
-        &["MODULE", "LOAD", path.to_str().unwrap(), "policies", "no"],
+        &[
+            "MODULE",
+            "LOAD",
+            path.to_str().unwrap(),
+            "policies",
+            "unloadable",
+        ],
     )
     .unwrap();
     assert_eq!(counters(&mut m), (0, 0));

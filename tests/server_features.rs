@@ -429,9 +429,9 @@ fn a_limited_call_leaves_watch_alone_and_a_write_invalidates_it() {
 
 #[test]
 fn reloading_the_module_keeps_its_acl_category() {
-    // `policies no`: a module with a data type cannot be unloaded.
+    // `policies unloadable`: a module with a data type cannot be unloaded.
     let server = Server::start_with_module_args(
-        &["policies", "no"],
+        &["policies", "unloadable"],
         &["--save", "", "--enable-module-command", "yes"],
     );
     let mut admin = server.connect();
@@ -442,7 +442,13 @@ fn reloading_the_module_keeps_its_acl_category() {
     let path = common::module_path();
     let _: () = query(
         &mut admin,
-        &["MODULE", "LOAD", path.to_str().unwrap(), "policies", "no"],
+        &[
+            "MODULE",
+            "LOAD",
+            path.to_str().unwrap(),
+            "policies",
+            "unloadable",
+        ],
     )
     .unwrap();
     let _: () = query(

@@ -17,6 +17,7 @@ pub mod leaky_bucket;
 pub mod limit;
 pub mod limiter;
 pub mod policy;
+pub mod policy_aof;
 pub mod propagate;
 pub mod settings;
 pub mod sliding_log;
@@ -32,7 +33,7 @@ use crate::algorithm::Decision;
 use crate::error::Result;
 use crate::server::registry::{self, entry_point, EntryPoint};
 use crate::server::string::Arg;
-use crate::server::{self, config, effects, info, rdb, reply, Ctx};
+use crate::server::{self, aof, config, effects, info, rdb, reply, Ctx};
 use crate::time::ceil_ms;
 use args::Args;
 
@@ -309,13 +310,15 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
     if !config::register(ctx) {
         return Err("the server refused the module's configs (ratelimit.*)".into());
     }
-    if settings::policies() {
+    if settings::policies_carried() {
+        // Also with `policies no`: changes from the primary and AOF
+        // replays are applied (clients are refused).
         register_policy_container(ctx, own_category)?;
     } else {
-        // Without policies, RL.POLICY is one command that refuses: Redis 8
-        // and Valkey 8 keep about half a kilobyte of a container's
+        // `policies unloadable`: RL.POLICY is one command that refuses:
+        // Redis 8 and Valkey 8 keep about half a kilobyte of a container's
         // subcommands at every MODULE UNLOAD, and only a module without
-        // policies can be unloaded.
+        // a data type can be unloaded.
         let spec = &policy::OFF_SPEC;
         if !registry::create_command(ctx, spec.name, rl_policy_off, spec.flags, spec.doc.keys) {
             return Err("could not register rl.policy".into());
@@ -326,7 +329,7 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
     }
     // Policies ride in RDB files as module auxiliary data, which takes a
     // data type (registered at load only; see `settings`).
-    if settings::policies()
+    if settings::policies_carried()
         && !rdb::register_aux_type(ctx, c"rl-policy", policy::RDB_ENCVER, &policy::AUX_HOOKS)
     {
         return Err("the server refused the module's data type (for policies)".into());
@@ -335,8 +338,13 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
     // Last: it subscribes to server events, and Redis 7.0 does not remove a
     // failed load's subscriptions (the next event would call unloaded code).
     propagate::init(ctx, settings::propagate_always());
-    if settings::policies() && !info::subscribe_loading(ctx) {
+    if settings::policies_carried() && !info::subscribe_loading(ctx) {
         return Err("could not subscribe to dataset loads (for policies)".into());
+    }
+    // An AOF rewrite without the RDB preamble gets the policies from the
+    // fork event (see `policy_aof`).
+    if settings::policies_carried() && !aof::subscribe_fork(ctx) {
+        return Err("could not subscribe to fork events (for policies in the AOF)".into());
     }
     Ok(())
 }

@@ -255,8 +255,22 @@ fn on() -> Result<()> {
     }
 }
 
+/// A change (`SET`, `DEL`, `LOAD`) is applied where policies are served,
+/// and also, where they are only carried (`policies no`), when it comes from
+/// the primary or an AOF replay: the data stays whole for a later restart or
+/// promotion with `policies yes`.
+fn on_or_carried(ctx: Ctx) -> Result<()> {
+    if settings::policies()
+        || (settings::policies_carried() && effects::is_replicated_or_loading(ctx))
+    {
+        Ok(())
+    } else {
+        Err(Error::PoliciesOff)
+    }
+}
+
 fn set(ctx: Ctx, args: &Args) -> Result<Reply> {
-    on()?;
+    on_or_carried(ctx)?;
     let name = name_arg(args)?;
     let words = (3..args.len())
         .map(|i| args.bytes(i))
@@ -281,7 +295,7 @@ fn get(_ctx: Ctx, args: &Args) -> Result<Reply> {
 }
 
 fn del(ctx: Ctx, args: &Args) -> Result<Reply> {
-    on()?;
+    on_or_carried(ctx)?;
     let name = name_arg(args)?;
     let removed = policies().remove(name).is_some();
     if removed {
@@ -303,7 +317,7 @@ fn dump(_ctx: Ctx, _args: &Args) -> Result<Reply> {
 }
 
 fn load(ctx: Ctx, args: &Args) -> Result<Reply> {
-    on()?;
+    on_or_carried(ctx)?;
     let (replace, text) = match args.len() {
         3 => (false, args.bytes(2)?),
         4 if is_keyword(args.bytes(2)?, b"REPLACE") => (true, args.bytes(3)?),
@@ -332,6 +346,7 @@ fn load(ctx: Ctx, args: &Args) -> Result<Reply> {
 }
 
 fn reset_stats(_ctx: Ctx, _args: &Args) -> Result<Reply> {
+    on()?;
     for policy in policies().values() {
         policy.stats.reset();
     }
@@ -499,7 +514,7 @@ pub const CONTAINER_DOC: docs::CommandDoc = docs::CommandDoc {
     args: &[],
 };
 
-/// `RL.POLICY` while policies are off (`policies no`): one plain command,
+/// `RL.POLICY` with `policies unloadable`: one plain command,
 /// no subcommands, that answers every call with [`Error::PoliciesOff`].
 pub const OFF_SPEC: super::Spec = super::Spec {
     name: c"rl.policy",
@@ -509,7 +524,7 @@ pub const OFF_SPEC: super::Spec = super::Spec {
     unit: super::ReplyUnit::Millis,
     flags: c"readonly fast",
     doc: &docs::CommandDoc {
-        summary: c"Refuses: the module was loaded with policies no (ratelimit.policies).",
+        summary: c"Refuses: the module was loaded with policies unloadable (ratelimit.policies).",
         complexity: c"O(1)",
         arity: -2,
         acl_categories: "read fast",
@@ -616,6 +631,16 @@ pub fn on_load_failed() {
     if let Some(previous) = before_load().take() {
         *policies() = previous;
     }
+}
+
+/// Every policy as `DUMP` writes it (empty when there is none).
+pub fn dump_all() -> Vec<u8> {
+    dump_text(&policies())
+}
+
+/// How many policies there are.
+pub fn count() -> usize {
+    policies().len()
 }
 
 /// Drops every policy (at `MODULE UNLOAD`).

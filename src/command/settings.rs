@@ -11,16 +11,16 @@
 //!   [`SLIDING_LOG_MAX_LIMIT_DEFAULT`]. It bounds the work of one call (see
 //!   `command::sliding_log`); larger limits belong to `RL.SLIDINGWINDOW`.
 //!
-//! * `policies yes|no` (default `yes`): server-side policies (`RL.POLICY`,
-//!   `RL.LIMIT`). They are saved in RDB files as module auxiliary data, which
-//!   takes a module data type — and the server refuses `MODULE UNLOAD` for a
-//!   module with a data type. `no` keeps the module unloadable (and, on Redis
-//!   7.0, its RDB files loadable without it); `RL.POLICY` and `RL.LIMIT` then
-//!   answer an error.
+//! * `policies yes|no|unloadable` (default `yes`, see [`PoliciesMode`]):
+//!   server-side policies (`RL.POLICY`, `RL.LIMIT`). They are saved in RDB
+//!   files as module auxiliary data, which takes a module data type — and the
+//!   server refuses `MODULE UNLOAD` for a module with a data type. `no`
+//!   registers the type and carries the policies (loads, saves, applies the
+//!   replicated changes) without serving them; `unloadable` registers none.
 //!
 //! Anything else refuses the load, with a log line.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::server::string::Arg;
@@ -31,14 +31,49 @@ pub const SLIDING_LOG_MAX_LIMIT_DEFAULT: i64 = 1_000;
 
 static SLIDING_LOG_MAX_LIMIT: AtomicI64 = AtomicI64::new(SLIDING_LOG_MAX_LIMIT_DEFAULT);
 static PROPAGATE_ALWAYS: AtomicBool = AtomicBool::new(false);
-static POLICIES: AtomicBool = AtomicBool::new(true);
+static POLICIES: AtomicU8 = AtomicU8::new(PoliciesMode::Yes as u8);
+
+/// What `policies` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoliciesMode {
+    /// Policies are served (`RL.POLICY`, `RL.LIMIT`) and carried.
+    Yes = 0,
+    /// Policies are carried (RDB, AOF, replication: the module data type is
+    /// registered) but not served: clients get `ERR policies are off`.
+    No = 1,
+    /// No data type: `MODULE UNLOAD` works, and the server exits when it
+    /// loads an RDB that carries policies (its own check for module data).
+    Unloadable = 2,
+}
+
+impl PoliciesMode {
+    /// Every mode, in the order of their config values.
+    pub const ALL: [PoliciesMode; 3] = [Self::Yes, Self::No, Self::Unloadable];
+
+    /// The word of the module argument and the config value.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Yes => "yes",
+            Self::No => "no",
+            Self::Unloadable => "unloadable",
+        }
+    }
+
+    fn from_u8(value: u8) -> Self {
+        match value {
+            1 => Self::No,
+            2 => Self::Unloadable,
+            _ => Self::Yes,
+        }
+    }
+}
 
 /// The settings of one load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     pub propagate_always: bool,
     pub sliding_log_max_limit: i64,
-    pub policies: bool,
+    pub policies: PoliciesMode,
 }
 
 /// Parses the module arguments; an error text (for the log) refuses the load.
@@ -46,7 +81,7 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
     let mut settings = Settings {
         propagate_always: false,
         sliding_log_max_limit: SLIDING_LOG_MAX_LIMIT_DEFAULT,
-        policies: true,
+        policies: PoliciesMode::Yes,
     };
     let mut i = 0;
     while let Some(arg) = args.get(i) {
@@ -70,14 +105,13 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
         } else if name.eq_ignore_ascii_case(b"policies") {
             i += 1;
             let value = args.get(i).map(|v| v.bytes().unwrap_or_default());
-            settings.policies = match value {
-                Some(v) if v.eq_ignore_ascii_case(b"yes") => true,
-                Some(v) if v.eq_ignore_ascii_case(b"no") => false,
-                _ => return Err("policies needs yes or no".into()),
-            };
+            settings.policies = PoliciesMode::ALL
+                .into_iter()
+                .find(|mode| value.is_some_and(|v| v.eq_ignore_ascii_case(mode.word().as_bytes())))
+                .ok_or("policies needs yes, no or unloadable")?;
         } else {
             return Err(format!(
-                "unknown module argument '{}' (known: propagate-always, sliding-log-max-limit <n>, policies yes|no)",
+                "unknown module argument '{}' (known: propagate-always, sliding-log-max-limit <n>, policies yes|no|unloadable)",
                 String::from_utf8_lossy(name)
             ));
         }
@@ -91,7 +125,7 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
 pub fn apply(settings: Settings) {
     SLIDING_LOG_MAX_LIMIT.store(settings.sliding_log_max_limit, Ordering::Relaxed);
     PROPAGATE_ALWAYS.store(settings.propagate_always, Ordering::Relaxed);
-    POLICIES.store(settings.policies, Ordering::Relaxed);
+    POLICIES.store(settings.policies as u8, Ordering::Relaxed);
 }
 
 /// The largest `limit` `RL.SLIDINGLOG` accepts now.
@@ -115,12 +149,23 @@ pub fn set_propagate_always(always: bool) {
     PROPAGATE_ALWAYS.store(always, Ordering::Relaxed);
 }
 
-/// Whether server-side policies are on (`policies yes`, the default).
+/// Whether server-side policies are served (`policies yes`, the default).
 pub fn policies() -> bool {
-    POLICIES.load(Ordering::Relaxed)
+    policies_mode() == PoliciesMode::Yes
+}
+
+/// Whether policies are carried: loaded, saved and changed by replication
+/// and AOF replays (`policies yes` or `no`: the data type is registered).
+pub fn policies_carried() -> bool {
+    policies_mode() != PoliciesMode::Unloadable
+}
+
+/// The `policies` setting.
+pub fn policies_mode() -> PoliciesMode {
+    PoliciesMode::from_u8(POLICIES.load(Ordering::Relaxed))
 }
 
 /// Sets `policies` (at load only: the config is immutable).
-pub fn set_policies(on: bool) {
-    POLICIES.store(on, Ordering::Relaxed);
+pub fn set_policies(mode: PoliciesMode) {
+    POLICIES.store(mode as u8, Ordering::Relaxed);
 }

@@ -16,9 +16,10 @@ use crate::command::settings;
 /// server apply the values its config gave. False (refuse the load) when the
 /// server refused one; true, doing nothing, where it has no module configs.
 pub fn register(ctx: Ctx) -> bool {
-    let (Some(numeric), Some(boolean), Some(load)) = (
+    let (Some(numeric), Some(boolean), Some(enumerated), Some(load)) = (
         api_fn!(RedisModule_RegisterNumericConfig),
         api_fn!(RedisModule_RegisterBoolConfig),
+        api_fn!(RedisModule_RegisterEnumConfig),
         api_fn!(RedisModule_LoadConfigs),
     ) else {
         return true;
@@ -55,14 +56,20 @@ pub fn register(ctx: Ctx) -> bool {
             std::ptr::null_mut(),
         )
     };
-    // Policies need a data type, registered at load: immutable too.
-    // SAFETY: as above.
+    // Policies need a data type, registered at load: immutable too. The
+    // values are `PoliciesMode::ALL`'s words, the integers their index.
+    let mut words: [*const c_char; 3] = [c"yes".as_ptr(), c"no".as_ptr(), c"unloadable".as_ptr()];
+    let values: [c_int; 3] = [0, 1, 2];
+    // SAFETY: as above; the server copies the value names and integers.
     let policies = unsafe {
-        boolean(
+        enumerated(
             ctx.as_ptr(),
             c"policies".as_ptr(),
-            c_int::from(settings::policies()),
+            settings::policies_mode() as c_int,
             raw::REDISMODULE_CONFIG_IMMUTABLE as c_uint,
+            words.as_mut_ptr(),
+            values.as_ptr(),
+            3,
             Some(get_policies),
             Some(set_policies),
             None,
@@ -116,7 +123,7 @@ extern "C" fn set_propagate_always(
 }
 
 extern "C" fn get_policies(_name: *const c_char, _data: *mut c_void) -> c_int {
-    guard(|| c_int::from(settings::policies()), || 0)
+    guard(|| settings::policies_mode() as c_int, || 0)
 }
 
 extern "C" fn set_policies(
@@ -127,8 +134,16 @@ extern "C" fn set_policies(
 ) -> c_int {
     guard(
         || {
-            settings::set_policies(value != 0);
-            OK
+            let mode = usize::try_from(value)
+                .ok()
+                .and_then(|i| settings::PoliciesMode::ALL.get(i).copied());
+            match mode {
+                Some(mode) => {
+                    settings::set_policies(mode);
+                    OK
+                }
+                None => ERR,
+            }
         },
         || ERR,
     )

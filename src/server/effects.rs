@@ -196,3 +196,10 @@ pub fn notify(ctx: Ctx, class: EventClass, event: &'static CStr, name: Arg) -> R
     unsafe { notify(ctx.as_ptr(), class, event.as_ptr(), name.as_ptr()) };
     Ok(())
 }
+
+/// Whether the current command comes from the primary (`REPLICATED`) or an
+/// AOF replay (`LOADING`) rather than from a client.
+pub fn is_replicated_or_loading(ctx: Ctx) -> bool {
+    let flags = context_flags(ctx);
+    flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
+}

@@ -13,7 +13,7 @@ use redis_module::raw::{
 };
 
 use super::{api_fn, guard, Ctx, OK};
-use crate::command::{policy, propagate};
+use crate::command::{policy, propagate, settings};
 
 /// `INFO replication` as far as skipping propagation needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,7 +261,7 @@ pub fn subscribe_loading(ctx: Ctx) -> bool {
 }
 
 extern "C" fn on_event(
-    _ctx: *mut RedisModuleCtx,
+    ctx: *mut RedisModuleCtx,
     event: RedisModuleEvent,
     subevent: u64,
     _data: *mut c_void,
@@ -273,7 +273,12 @@ extern "C" fn on_event(
                     raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
                     | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
                     | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => policy::on_load_start(),
-                    raw::REDISMODULE_SUBEVENT_LOADING_ENDED => policy::on_load_ended(),
+                    raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
+                        policy::on_load_ended();
+                        if let Some(ctx) = Ctx::from_raw(ctx) {
+                            log_policies_not_served(ctx);
+                        }
+                    }
                     raw::REDISMODULE_SUBEVENT_LOADING_FAILED => policy::on_load_failed(),
                     _ => {}
                 }
@@ -282,6 +287,17 @@ extern "C" fn on_event(
         },
         || (),
     );
+}
+
+/// After a load with `policies no`: says how many policies the data
+/// brought, kept (saved again, replicated changes applied) but not served.
+fn log_policies_not_served(ctx: Ctx) {
+    let count = policy::count();
+    if settings::policies_mode() == settings::PoliciesMode::No && count > 0 {
+        ctx.log_warning(&format!(
+            "ratelimit: {count} policies loaded and kept, not served (policies no): RL.POLICY and RL.LIMIT refuse until the module is loaded with policies yes"
+        ));
+    }
 }
 
 /// Whether the server has `command` under its own name (`COMMAND INFO`

@@ -16,6 +16,7 @@
 //!   an `ERR internal error` reply rather than a crash;
 //! * every callback the server calls catches panics ([`guard`]).
 
+pub mod aof;
 pub mod config;
 pub mod effects;
 pub mod info;

@@ -105,7 +105,7 @@ impl Server {
     }
 
     /// A server that loads the module with `module_args`
-    /// (`--loadmodule <path> policies no`).
+    /// (`--loadmodule <path> policies unloadable`).
     pub fn start_with_module_args(module_args: &[&str], extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let module = module_path();
