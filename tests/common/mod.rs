@@ -108,6 +108,16 @@ impl Server {
     /// (`--loadmodule <path> policies unloadable`).
     pub fn start_with_module_args(module_args: &[&str], extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
+        Server::start_in_with_module_args(dir, module_args, extra)
+    }
+
+    /// A server that loads the module with `module_args`, on the files of
+    /// `dir`.
+    pub fn start_in_with_module_args(
+        dir: tempfile::TempDir,
+        module_args: &[&str],
+        extra: &[&str],
+    ) -> Server {
         let module = module_path();
         let mut load: Vec<&std::ffi::OsStr> = vec!["--loadmodule".as_ref(), module.as_os_str()];
         load.extend(module_args.iter().map(|a| std::ffi::OsStr::new(*a)));
