@@ -345,3 +345,21 @@ fn a_policies_no_server_applies_policy_commands_of_its_aof() {
     let mut con = on.connect();
     assert_eq!(dump(&mut con), expected);
 }
+
+#[test]
+fn a_policies_unloadable_server_exits_on_an_rdb_with_policies_as_documented() {
+    // No data type: the server's own check refuses module data of a type
+    // it does not know. Hence `unloadable` only where no such data loads.
+    let (dir, _) = rdb_with_policies();
+    let module = common::module_path();
+    let mut args = vec![
+        "--loadmodule",
+        module.to_str().unwrap(),
+        "policies",
+        "unloadable",
+    ];
+    args.extend(RDB);
+    // (The helper starts a bare server; `args` loads the module.)
+    let log = common::run_without_module_expecting_exit(dir, &args);
+    assert!(log.contains("rl-policy"), "{log}");
+}
