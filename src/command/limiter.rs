@@ -419,19 +419,22 @@ fn plan_string<'a, A: Algorithm>(
                 }
                 _ => Write::Nothing,
             };
-            let block_write = match block_us {
+            let (decision, block_write) = match block_us {
                 Some(block_us) if stored.is_some() => {
                     match block::extend(&decision, in_force, now_us, block_us)? {
                         Some(until) => {
                             let current_us = key
                                 .abs_expire_ms()?
                                 .map_or(0, |ms| ms.saturating_mul(1_000));
-                            string_write(Some(until), inner_bytes, old_len, current_us)
+                            (
+                                block::blocked_decision(decision, until, now_us)?,
+                                string_write(Some(until), inner_bytes, old_len, current_us),
+                            )
                         }
-                        None => Write::Nothing,
+                        None => (decision, Write::Nothing),
                     }
                 }
-                _ => Write::Nothing,
+                _ => (decision, Write::Nothing),
             };
             (decision, commit, block_write)
         }
@@ -535,19 +538,22 @@ fn plan_buckets<'a>(
                 }
                 _ => Write::Nothing,
             };
-            let block_write = match block_us {
+            let (decision, block_write) = match block_us {
                 Some(block_us) if stored.is_some() => {
                     match block::extend(&decision, in_force, now_us, block_us)? {
                         Some(until) => {
                             let current_us = key
                                 .abs_expire_ms()?
                                 .map_or(0, |ms| ms.saturating_mul(1_000));
-                            bytes_write(Some(until), inner_bytes, old_len, current_us)
+                            (
+                                block::blocked_decision(decision, until, now_us)?,
+                                bytes_write(Some(until), inner_bytes, old_len, current_us),
+                            )
                         }
-                        None => Write::Nothing,
+                        None => (decision, Write::Nothing),
                     }
                 }
-                _ => Write::Nothing,
+                _ => (decision, Write::Nothing),
             };
             (decision, commit, block_write)
         }
@@ -607,14 +613,17 @@ fn plan_log<'a>(
                 },
                 _ => Write::Nothing,
             };
-            let block_write = match block_us {
+            let (decision, block_write) = match block_us {
                 Some(block_us) if zset.is_some() => {
                     match block::extend(&decision, in_force, now_us, block_us)? {
-                        Some(until_us) => Write::LogBlock { until_us },
-                        None => Write::Nothing,
+                        Some(until_us) => (
+                            block::blocked_decision(decision, until_us, now_us)?,
+                            Write::LogBlock { until_us },
+                        ),
+                        None => (decision, Write::Nothing),
                     }
                 }
-                _ => Write::Nothing,
+                _ => (decision, Write::Nothing),
             };
             (decision, commit, block_write)
         }
