@@ -15,7 +15,7 @@
 
 use smallvec::SmallVec;
 
-use super::{propagate, throttle::CellGcra, Answer};
+use super::{propagate, settings, throttle::CellGcra, Answer};
 use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
 use crate::algorithm::bucket_window::{self, BucketWindow};
 use crate::algorithm::fixed_window::FixedWindow;
@@ -192,6 +192,7 @@ pub fn run_rule(
     modes: &Modes,
     options: &Options,
 ) -> Result<Answer> {
+    check_budget([limit], options.op)?;
     let (mut key, p) = plan(ctx, name, limit, modes, server_now_us(), options)?;
     let mut answer = Answer::new(p.decision, None, p.blocked, options);
     answer.shadow_limited = p.shadow_limited;
@@ -217,6 +218,7 @@ pub fn run(
     options: &Options,
     tallies: &mut Few<Tally>,
 ) -> Result<Answer> {
+    check_budget(limits.iter().map(|(_, limit, _)| limit), options.op)?;
     let now_us = server_now_us();
     let mut keys: Few<Key> = Few::with_capacity(limits.len());
     let mut planned: Few<Planned> = Few::with_capacity(limits.len());
@@ -268,6 +270,28 @@ pub fn run(
         announce(ctx, p.name, effect, &mut propagating)?;
     }
     Ok(answer)
+}
+
+/// Refuses a call whose sliding logs may touch more entries than the module
+/// setting `sliding-log-call-budget` ([`SlidingLog::call_entries`], summed),
+/// before any key is opened: [`Error::OverBudget`]. Other limits count 0
+/// (their work is O(1); `RL.ALL` takes at most 64).
+pub fn check_budget<'l>(limits: impl IntoIterator<Item = &'l Limit>, op: Op) -> Result<()> {
+    let tokens = match op {
+        Op::Take(n) | Op::Refund(n) => n,
+    };
+    let entries = limits
+        .into_iter()
+        .map(|limit| match limit {
+            Limit::SlidingLog(log) => log.call_entries(tokens),
+            _ => 0,
+        })
+        .fold(0i64, i64::saturating_add);
+    let budget = settings::sliding_log_call_budget();
+    if entries > budget {
+        return Err(Error::OverBudget { entries, budget });
+    }
+    Ok(())
 }
 
 /// The longer of two optional durations.
