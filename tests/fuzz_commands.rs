@@ -188,6 +188,9 @@ const BOUNDARY: &[&[u8]] = &[
     b"1\n",
     b"",
     b" ",
+    b"31622400",
+    b"31622400.000001",
+    b"31622401",
     b"9.2e12",
     b"9.2000001e12",
     b"9200000000000",
@@ -2051,7 +2054,7 @@ fn cl_throttle_tolerance_overflow_is_refused() {
     let err = common::query::<Value>(&mut con, &args).expect_err("accepted");
     let text = common::error_text(&err);
     assert!(
-        text.starts_with("ERR period must be a finite number of seconds"),
+        text.starts_with("ERR period must be >= 1 and <= 31622400"),
         "{args:?} → {text}"
     );
     let exists: i64 = redis::cmd("EXISTS").arg("k").query(&mut con).unwrap();

@@ -85,7 +85,7 @@ impl CellGcra {
     /// period below 1 s, [`Error::RateTooHigh`] when `T` < 1 µs (redis-cell's
     /// `remaining` divides by `T` in whole µs), [`Error::Overflow`] when `τ`
     /// exceeds [`MAX_TOLERANCE_US`], [`Error::RefillTooLong`] when it exceeds
-    /// 366 days (a period over 366 days is a [`Error::BadPeriod`]).
+    /// 366 days (a period over 366 days is an [`Error::OutOfRange`]).
     ///
     /// ```
     /// use redis_ratelimit::algorithm::cell::CellGcra;
@@ -108,8 +108,14 @@ impl CellGcra {
                 bound: ">= 1",
             });
         }
-        if !(1..=crate::time::MAX_PERIOD_US / crate::time::US_PER_SEC).contains(&period_secs) {
+        if period_secs < 1 {
             return Err(Error::BadPeriod { arg: "period" });
+        }
+        if period_secs > crate::time::MAX_PERIOD_US / crate::time::US_PER_SEC {
+            return Err(Error::OutOfRange {
+                arg: "period",
+                bound: ">= 1 and <= 31622400 (366 days)",
+            });
         }
         let emission_interval_ns = emission_interval_ns(period_secs, count_per_period);
         if emission_interval_ns < NS_PER_US {
@@ -442,7 +448,7 @@ mod tests {
         // period's bound (366 days) refuses it first.
         assert!(matches!(
             CellGcra::new(9_200_000_000_001, 1, 922_337_203_685_477_580),
-            Err(Error::BadPeriod { .. })
+            Err(Error::OutOfRange { .. })
         ));
         // The largest period with the largest burst: an error, not a wrap.
         assert_eq!(
@@ -538,7 +544,7 @@ mod tests {
         assert!(CellGcra::new(0, 1, 31_622_400).is_ok());
         assert!(matches!(
             CellGcra::new(0, 1, 31_622_401),
-            Err(Error::BadPeriod { .. })
+            Err(Error::OutOfRange { .. })
         ));
         // A full burst must refill within 366 days.
         assert!(CellGcra::new(1, 2, 31_622_400).is_ok());
