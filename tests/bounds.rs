@@ -179,6 +179,10 @@ fn a_call_over_the_sliding_log_budget_is_refused_before_it_writes() {
     )
     .unwrap();
     assert_eq!(budget[1], "4000");
+    assert_eq!(
+        common::info_field(&mut con, "ratelimit", "ratelimit_sliding_log_call_budget"),
+        "4000"
+    );
     // 64 logs of 1000 taking 1000 each: 64 × 2000 entries, refused before any
     // key is opened. The one key that exists is left as it was.
     ints(&mut con, &["RL.SLIDINGLOG", "{z}0", "1000", "60"]);
