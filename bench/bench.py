@@ -486,6 +486,21 @@ On a shared 2-core VM the ratios move from run to run, mostly through the
 and the server was purged between runs) and the sliding log at 1.4–1.9 ×.
 callgrind, below, is the stable measure.
 
+**Worst calls (issue 22, bounded work per call).** After the backlog run
+(so every write propagates), the benchmark times one call at a time, from
+`SLOWLOG`, the most expensive calls the default settings accept
+(`sliding-log-max-limit` 1000, `sliding-log-call-budget` 4000 sliding-log
+entries, `limit + TOKENS` per log): `RL.ALL` over 64 logs, over 16 logs of
+125 (logs of about 128 entries are the largest Redis keeps as a listpack,
+where each insert searches and shifts the whole log: the most time per
+budgeted entry), over two logs of 1000, and a single `RL.SLIDINGLOG 1000`
+with `TOKENS 1000`; on empty logs, on logs full of stale entries (the call
+removes as many as it adds) and on full logs (refused after walking them);
+and the 64 × 1000 call the budget refuses. Target: median ≤ 5 ms (README,
+Operations → Bounded work per call); the max also shows the times the server
+was preempted on the shared VM. `bench/bench.py --worst-only` runs just
+these.
+
 ## Where the time goes
 
 `make callgrind` (`bench/callgrind.py`) runs one command under
