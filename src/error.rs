@@ -31,10 +31,22 @@ pub enum Error {
     #[error("ERR limit must be <= {max} (the module's sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW")]
     LimitAboveSetting { max: i64 },
 
+    /// A call whose `SLIDINGLOG` limits may touch more sorted-set entries
+    /// (`limit + n` each, `n` being `TOKENS` or `REFUND` up to `limit`) than
+    /// the module setting `sliding-log-call-budget`.
+    #[error("ERR this call may touch {entries} sliding-log entries (limit + TOKENS of each SLIDINGLOG), more than the module's sliding-log-call-budget of {budget}; use fewer or smaller SLIDINGLOG limits, or RL.SLIDINGWINDOW")]
+    OverBudget { entries: i64, budget: i64 },
+
     /// A period / window that is not finite, not > 0, rounds to less than 1 µs,
     /// or does not fit the microsecond clock.
-    #[error("ERR {arg} must be a finite number of seconds, at least 0.000001 and at most 9.2e12")]
+    #[error("ERR {arg} must be a finite number of seconds, at least 0.000001 and at most 31622400 (366 days)")]
     BadPeriod { arg: &'static str },
+
+    /// A rate limiter that takes longer than 366 days to refill from empty
+    /// (GCRA's `(max_burst + 1) × T`, a bucket's `capacity × period /
+    /// tokens`): its key would outlive the bound every key keeps.
+    #[error("ERR the time to refill from empty (limit × period / tokens per period) must be <= 31622400 seconds (366 days)")]
+    RefillTooLong,
 
     /// More than one token per microsecond: below the clock's resolution.
     #[error(
@@ -182,7 +194,12 @@ mod tests {
                 arg: "tokens_per_period",
             },
             Error::Overflow,
+            Error::RefillTooLong,
             Error::LimitAboveSetting { max: 1000 },
+            Error::OverBudget {
+                entries: 4001,
+                budget: 4000,
+            },
             Error::Syntax,
             Error::DuplicateKey,
             Error::LimitCount,

@@ -9,8 +9,16 @@
 pub const US_PER_MS: i64 = 1_000;
 /// Microseconds per second.
 pub const US_PER_SEC: i64 = 1_000_000;
-/// Largest accepted period / window, in seconds (so that it fits `i64` µs).
-pub const MAX_PERIOD_SECS: f64 = 9.2e12;
+/// Largest accepted duration (period, window, `BLOCK`), in seconds: 366
+/// days, so that a yearly limit fits in a leap year too. It also bounds the
+/// time a limiter takes to refill from empty, so every key the module writes
+/// expires within 366 days of the call that wrote it (a sliding window's
+/// within two windows, 732 days). Far from every overflow: twice it plus
+/// today's clock is under 2^51 µs, and the key's expiry in ms stays a plain
+/// positive integer, never a "no expiry" sentinel.
+pub const MAX_PERIOD_SECS: f64 = 31_622_400.0;
+/// [`MAX_PERIOD_SECS`] in µs.
+pub const MAX_PERIOD_US: i64 = 31_622_400 * US_PER_SEC;
 
 /// The server's clock as microseconds since the Unix epoch, read once per
 /// command.
@@ -79,7 +87,9 @@ mod tests {
             (f64::INFINITY, None),
             (f64::NEG_INFINITY, None),
             (1e300, None),
-            (9.2e12, Some(9_200_000_000_000_000_000)),
+            (9.2e12, None),
+            (31_622_400.0, Some(MAX_PERIOD_US)),
+            (31_622_400.000001, None),
         ];
         for (secs, want) in cases {
             assert_eq!(seconds_to_us(secs), want, "{secs}");

@@ -388,7 +388,11 @@ fn bad_arguments_get_an_err_naming_the_argument_and_write_nothing() {
         ),
         (
             &["RL.TOKENBUCKET", "k", "9223372036854775807", "1", "9e12"],
-            "ERR parameters too large",
+            "ERR refill_period must be a finite number of seconds, at least 0.000001 and at most 31622400 (366 days)",
+        ),
+        (
+            &["RL.TOKENBUCKET", "k", "9223372036854775807", "1", "1"],
+            "ERR the time to refill from empty",
         ),
         (
             &["RL.TOKENBUCKET", "k", "5", "10", "1", "TOKENS", "0"],
@@ -412,7 +416,7 @@ fn bad_arguments_get_an_err_naming_the_argument_and_write_nothing() {
         ),
         (
             &["CL.THROTTLE", "k", "15", "30", "9223372036854775807"],
-            "ERR parameters too large",
+            "ERR period must be >= 1 and <= 31622400 (366 days)",
         ),
         (
             &["CL.THROTTLE", "k", "15", "30", "60", "-1"],
@@ -608,7 +612,15 @@ fn cl_throttle_keeps_the_state_of_keys_written_by_redis_cell() {
         call(&mut con, &["CL.THROTTLE", "old", "15", "30", "60", "0"]),
         [0, 16, 14, -1, 4]
     );
-    // Limiters too long for redis-cell's clock are refused.
+    // Limiters longer than 366 days are refused.
     let err = call_err(&mut con, &["CL.THROTTLE", "k", "0", "1", "100000000000"]);
-    assert!(err.starts_with("ERR parameters too large"), "{err}");
+    assert!(
+        err.starts_with("ERR period must be >= 1 and <= 31622400"),
+        "{err}"
+    );
+    let err = call_err(&mut con, &["CL.THROTTLE", "k", "1", "1", "31622400"]);
+    assert!(
+        err.starts_with("ERR the time to refill from empty"),
+        "{err}"
+    );
 }

@@ -116,7 +116,7 @@ fn all_refuses_malformed_calls_and_writes_nothing() {
         (&["RL.ALL", "0", "k", "GCRA", "1", "1", "1"], "ERR numkeys must be >= 1 and <= 64"),
         (&["RL.ALL", "65", "k", "GCRA", "1", "1", "1"], "ERR numkeys must be >= 1 and <= 64"),
         (&["RL.ALL", "1", "k", "GCRA", "-1", "1", "1"], "ERR max_burst must be >= 0"),
-        (&["RL.ALL", "1", "k", "FIXEDWINDOW", "1", "0"], "ERR window must be a finite number of seconds, at least 0.000001 and at most 9.2e12"),
+        (&["RL.ALL", "1", "k", "FIXEDWINDOW", "1", "0"], "ERR window must be a finite number of seconds, at least 0.000001 and at most 31622400 (366 days)"),
         (&["RL.ALL", "1", "k", "GCRA", "1", "1", "1", "TOKENS", "1", "REFUND", "1"], "ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] after the parameters"),
         (&["RL.ALL", "1", "k", "GCRA", "1", "1", "1", "PEEK", "PEEK"], "ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] after the parameters"),
     ];

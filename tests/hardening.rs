@@ -164,6 +164,8 @@ fn the_sliding_log_limit_is_bounded_by_a_module_setting() {
         module,
         "sliding-log-max-limit",
         "5000",
+        "sliding-log-call-budget",
+        "9000",
     ]);
     let mut con = server.connect();
     assert_eq!(
@@ -171,6 +173,12 @@ fn the_sliding_log_limit_is_bounded_by_a_module_setting() {
         5000
     );
     assert!(call_err(&mut con, &["RL.SLIDINGLOG", "b", "5001", "1"]).contains("<= 5000"));
+    // The call budget bounds the work too: 5000 + 4001 entries are over it.
+    assert!(call_err(
+        &mut con,
+        &["RL.SLIDINGLOG", "b", "5000", "1", "TOKENS", "4001"]
+    )
+    .contains("may touch 9001 sliding-log entries"));
     // The hard ceiling of any setting.
     assert!(
         call_err(&mut con, &["RL.SLIDINGLOG", "b", "100001", "1"]).contains("100000"),

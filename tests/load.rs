@@ -22,14 +22,15 @@ const HAMMER_FOR: Duration = Duration::from_secs(3);
 
 /// The hot keys: a call and how many calls it admits in total. Periods of
 /// an hour (no token comes back during the test); the two window counters
-/// use aligned windows of 10⁹ s, whose next boundary is in 2033, so that no
-/// window ends during the test either.
+/// use aligned windows of 366 days (the longest accepted), whose next
+/// boundary is in February 2027, so that no window ends during the test
+/// either.
 const HOT: [(&[&str], u64); 8] = [
     (&["RL.GCRA", "hot:gcra", "149", "1", "3600"], 150),
     (&["RL.TOKENBUCKET", "hot:tb", "150", "1", "3600"], 150),
     (&["CL.THROTTLE", "hot:cell", "149", "1", "3600"], 150),
-    (&["RL.FIXEDWINDOW", "hot:fw", "150", "1000000000"], 150),
-    (&["RL.SLIDINGWINDOW", "hot:sw", "150", "1000000000"], 150),
+    (&["RL.FIXEDWINDOW", "hot:fw", "150", "31622400"], 150),
+    (&["RL.SLIDINGWINDOW", "hot:sw", "150", "31622400"], 150),
     (&["RL.SLIDINGLOG", "hot:log", "150", "3600"], 150),
     (&["RL.LEAKYBUCKET", "hot:leaky", "150", "1", "3600"], 150),
     (

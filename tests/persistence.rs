@@ -76,9 +76,9 @@ fn workload(con: &mut redis::Connection, tag: &str) -> (usize, usize) {
     for i in 0..20 {
         let k = |p: &str| format!("{p}:{tag}:{i}");
         let [g, t, c, f, s, l, q] = ["gcra", "tb", "cell", "fw", "sw", "log", "leaky"].map(k);
-        // Aligned windows of 10⁹ s (the next boundary is in 2033): no window
-        // ends during the test.
-        let window = "1000000000";
+        // Aligned windows of 366 days, the longest accepted (the next
+        // boundary is in February 2027): no window ends during the test.
+        let window = "31622400";
         if i % 4 == 0 {
             // A short period first: the key's first expiry is near, the
             // later calls (long period) push it far.

@@ -18,7 +18,9 @@
 //!   limiter would still refuse then);
 //! * a request refused while `BLOCK d` was asked for blocks the limiter until
 //!   `max(blocked_until, now + d)`: a block never shortens one in force, and
-//!   refused attempts during a block extend it;
+//!   refused attempts during a block extend it. That refusal is answered as
+//!   one made during the new block ([`blocked_decision`]), so its
+//!   `retry_after` already covers the block;
 //! * a request whose cost can never be allowed (cost > limit) blocks nothing;
 //! * when the block ends the limiter goes on from its state, which the block
 //!   left untouched.
@@ -73,7 +75,8 @@ pub fn in_force(blocked_until_us: Option<i64>, now_us: i64) -> bool {
     blocked_until_us.is_some_and(|until| until > now_us)
 }
 
-/// The decision of a request made while a block is in force: limited,
+/// The decision of a request made while a block is in force (or refused
+/// and starting or extending one, with the new end): limited,
 /// nothing remaining, retry no earlier than the block's end (nor than the
 /// limiter itself would allow it; never, when it never would), full again no
 /// earlier than the block's end.

@@ -84,7 +84,8 @@ impl CellGcra {
     /// Errors: [`Error::OutOfRange`] for a bound, [`Error::BadPeriod`] for a
     /// period below 1 s, [`Error::RateTooHigh`] when `T` < 1 µs (redis-cell's
     /// `remaining` divides by `T` in whole µs), [`Error::Overflow`] when `τ`
-    /// exceeds [`MAX_TOLERANCE_US`].
+    /// exceeds [`MAX_TOLERANCE_US`], [`Error::RefillTooLong`] when it exceeds
+    /// 366 days (a period over 366 days is an [`Error::OutOfRange`]).
     ///
     /// ```
     /// use redis_ratelimit::algorithm::cell::CellGcra;
@@ -110,6 +111,12 @@ impl CellGcra {
         if period_secs < 1 {
             return Err(Error::BadPeriod { arg: "period" });
         }
+        if period_secs > crate::time::MAX_PERIOD_US / crate::time::US_PER_SEC {
+            return Err(Error::OutOfRange {
+                arg: "period",
+                bound: ">= 1 and <= 31622400 (366 days)",
+            });
+        }
         let emission_interval_ns = emission_interval_ns(period_secs, count_per_period);
         if emission_interval_ns < NS_PER_US {
             return Err(Error::RateTooHigh {
@@ -124,6 +131,10 @@ impl CellGcra {
             .ok_or(Error::Overflow)?;
         if delay_variation_tolerance_ns > i128::from(MAX_TOLERANCE_US) * NS_PER_US {
             return Err(Error::Overflow);
+        }
+        // The TAT lies at most τ ahead: the key expires within it.
+        if delay_variation_tolerance_ns > i128::from(crate::time::MAX_PERIOD_US) * NS_PER_US {
+            return Err(Error::RefillTooLong);
         }
         Ok(Self {
             emission_interval_ns,
@@ -341,10 +352,10 @@ mod tests {
         assert_eq!(cell.emission_interval_ns(), 8_714_285_714);
         assert_eq!(cell.delay_variation_tolerance_ns(), 8_714_285_714 * 101);
         assert_eq!(cell.limit(), 101);
-        // Past 2⁵³ ns the f64 quotient is redis-cell's: 10¹⁷ / 3 rounds to
-        // …332, where the integer quotient is …333.
-        let slow = CellGcra::new(0, 3, 100_000_000).unwrap();
-        assert_eq!(slow.emission_interval_ns(), 33_333_333_333_333_332);
+        // Past 2⁵³ ns the f64 quotient is redis-cell's: 31 622 398 s / 3
+        // rounds to …334 ns, where the integer quotient is …333.
+        let slow = CellGcra::new(0, 3, 31_622_398).unwrap();
+        assert_eq!(slow.emission_interval_ns(), 10_540_799_333_333_334);
         assert_eq!(
             quotient_as_f64(100_000_000_000_000_001, 3),
             33_333_333_333_333_332
@@ -433,13 +444,15 @@ mod tests {
 
     #[test]
     fn a_tolerance_past_i128_is_an_overflow_error() {
-        // T ≈ 9.2 × 10²⁶ ns times a limit of 9.2 × 10¹² passes i128.
-        assert_eq!(
+        // T ≈ 9.2 × 10²⁶ ns times a limit of 9.2 × 10¹² would pass i128: the
+        // period's bound (366 days) refuses it first.
+        assert!(matches!(
             CellGcra::new(9_200_000_000_001, 1, 922_337_203_685_477_580),
-            Err(Error::Overflow)
-        );
+            Err(Error::OutOfRange { .. })
+        ));
+        // The largest period with the largest burst: an error, not a wrap.
         assert_eq!(
-            CellGcra::new(i64::MAX - 1, 1, i64::MAX),
+            CellGcra::new(i64::MAX - 1, 1, 31_622_400),
             Err(Error::Overflow)
         );
     }
@@ -528,17 +541,20 @@ mod tests {
             Err(Error::RateTooHigh { .. })
         ));
         assert!(CellGcra::new(0, 1_000_000, 1).is_ok());
-        assert!(CellGcra::new(0, 1, 90_000_000_000).is_ok());
+        assert!(CellGcra::new(0, 1, 31_622_400).is_ok());
         assert!(matches!(
-            CellGcra::new(0, 1, 90_000_000_001),
-            Err(Error::Overflow)
+            CellGcra::new(0, 1, 31_622_401),
+            Err(Error::OutOfRange { .. })
         ));
+        // A full burst must refill within 366 days.
+        assert!(CellGcra::new(1, 2, 31_622_400).is_ok());
+        assert_eq!(CellGcra::new(2, 2, 31_622_400), Err(Error::RefillTooLong));
         assert!(matches!(
             CellGcra::new(i64::MAX, 1, 1),
             Err(Error::Overflow)
         ));
         // The largest period is fine when the rate keeps τ in bounds.
-        assert!(CellGcra::new(0, i64::MAX, i64::MAX).is_ok());
+        assert!(CellGcra::new(0, 31_622_400_000_000, 31_622_400).is_ok());
     }
 
     #[test]

@@ -44,7 +44,10 @@ impl Gcra {
     ///
     /// Errors: [`Error::OutOfRange`] for a bound; [`Error::RateTooHigh`] when
     /// `tokens_per_period > period_us` (more than one token per µs);
-    /// [`Error::Overflow`] when `T × (max_burst + 1)` does not fit in `i64` µs.
+    /// [`Error::BadPeriod`] for a period over 366 days;
+    /// [`Error::RefillTooLong`] when `τ = T × (max_burst + 1)` (how far ahead
+    /// the TAT, and the key's expiry, can lie) is over 366 days;
+    /// [`Error::Overflow`] when `max_burst + 1` does not fit in `i64`.
     ///
     /// ```
     /// use redis_ratelimit::algorithm::gcra::Gcra;
@@ -83,7 +86,7 @@ impl Gcra {
                 bound: ">= 1",
             });
         }
-        if period_us < 1 {
+        if !(1..=crate::time::MAX_PERIOD_US).contains(&period_us) {
             return Err(Error::BadPeriod { arg: "period" });
         }
         if tokens_per_period > period_us {
@@ -96,7 +99,11 @@ impl Gcra {
         let limit = max_burst.checked_add(1).ok_or(Error::Overflow)?;
         let delay_variation_tolerance_us = emission_interval_us
             .checked_mul(limit)
-            .ok_or(Error::Overflow)?;
+            .ok_or(Error::RefillTooLong)?;
+        // The TAT lies at most τ ahead: the key expires within it.
+        if delay_variation_tolerance_us > crate::time::MAX_PERIOD_US {
+            return Err(Error::RefillTooLong);
+        }
         Ok(Self {
             emission_interval_us,
             limit,
@@ -331,8 +338,12 @@ mod tests {
             (5, 2, 3),  // 2.5 → 3 (halves up)
             (1_000_000, 3, 333_333),
             (2_000_000, 3, 666_667),
-            (i64::MAX, 1, i64::MAX),
-            (i64::MAX, 2, i64::MAX / 2 + 1),
+            (crate::time::MAX_PERIOD_US, 1, crate::time::MAX_PERIOD_US),
+            (
+                crate::time::MAX_PERIOD_US - 1,
+                2,
+                crate::time::MAX_PERIOD_US / 2,
+            ),
         ];
         for (period_us, tokens, want) in cases {
             match Gcra::new(0, tokens, period_us) {
@@ -379,14 +390,21 @@ mod tests {
                 arg: "tokens_per_period"
             })
         );
+        // τ = T × (max_burst + 1) must be at most 366 days, and never wraps.
         assert_eq!(Gcra::new(i64::MAX, 1, S), Err(Error::Overflow));
-        assert_eq!(Gcra::new(1 << 40, 1, 1 << 30), Err(Error::Overflow));
-        assert!(Gcra::new(i64::MAX - 1, 1, 1).is_ok());
+        assert_eq!(Gcra::new(1 << 40, 1, 1 << 30), Err(Error::RefillTooLong));
+        let max = crate::time::MAX_PERIOD_US;
+        assert!(Gcra::new(max - 1, 1, 1).is_ok());
+        assert_eq!(Gcra::new(max, 1, 1), Err(Error::RefillTooLong));
+        assert!(matches!(
+            Gcra::new(0, 1, max + 1),
+            Err(Error::BadPeriod { .. })
+        ));
     }
 
     #[test]
     fn a_state_far_in_the_future_is_an_error_not_a_wrap() {
-        let gcra = Gcra::new(i64::MAX - 1, 1, 1).unwrap();
+        let gcra = Gcra::new(crate::time::MAX_PERIOD_US - 1, 1, 1).unwrap();
         assert_eq!(
             gcra.decide(Some(i64::MAX - 5), T0, 10),
             Err(Error::Overflow)

@@ -191,6 +191,7 @@ pub(crate) fn new_result_is_documented<T>(result: Result<T>) -> TestResult {
                 | Err(Error::OutOfRange { .. }
                     | Error::BadPeriod { .. }
                     | Error::RateTooHigh { .. }
+                    | Error::RefillTooLong
                     | Error::Overflow)
         ),
         "unexpected error {:?}",

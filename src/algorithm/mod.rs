@@ -199,7 +199,7 @@ pub(crate) fn check_limit_and_window(limit: i64, window_us: i64) -> Result<()> {
             bound: ">= 1",
         });
     }
-    if window_us < 1 {
+    if !(1..=crate::time::MAX_PERIOD_US).contains(&window_us) {
         return Err(Error::BadPeriod { arg: "window" });
     }
     Ok(())

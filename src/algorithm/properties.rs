@@ -309,13 +309,13 @@ fn bucket_timeline(
 /// Any parameters `Gcra::new` accepts, biased to the edges.
 fn extreme_gcra() -> impl Strategy<Value = Gcra> {
     (wide_nonneg(), wide_nonneg(), wide_nonneg()).prop_map(|(max_burst, tokens, period_us)| {
-        let period_us = period_us.max(1);
+        let period_us = period_us.clamp(1, crate::time::MAX_PERIOD_US);
         let tokens = tokens.clamp(1, period_us);
         let t = Gcra::new(0, tokens, period_us)
             .unwrap()
             .emission_interval_us();
-        // limit = max_burst + 1 ≤ i64::MAX / T keeps τ = T × limit in range.
-        let max_burst = max_burst.min(i64::MAX / t - 1);
+        // limit = max_burst + 1 ≤ MAX / T keeps τ = T × limit in range.
+        let max_burst = max_burst.min(crate::time::MAX_PERIOD_US / t - 1);
         Gcra::new(max_burst, tokens, period_us).unwrap()
     })
 }
@@ -323,11 +323,12 @@ fn extreme_gcra() -> impl Strategy<Value = Gcra> {
 /// Any parameters `TokenBucket::new` accepts, biased to the edges.
 fn extreme_bucket() -> impl Strategy<Value = TokenBucket> {
     (wide_nonneg(), wide_nonneg(), wide_nonneg()).prop_map(|(capacity, tokens, period_us)| {
-        let period_us = period_us.max(1);
+        let period_us = period_us.clamp(1, crate::time::MAX_PERIOD_US);
         let tokens = tokens.clamp(1, period_us);
-        // ⌈capacity × period / tokens⌉ ≤ i64::MAX ⟺ capacity ≤ i64::MAX × tokens / period.
-        let most = (i128::from(i64::MAX) * i128::from(tokens) / i128::from(period_us))
-            .min(i128::from(i64::MAX)) as i64;
+        // ⌈capacity × period / tokens⌉ ≤ MAX ⟺ capacity ≤ MAX × tokens / period.
+        let most = (i128::from(crate::time::MAX_PERIOD_US) * i128::from(tokens)
+            / i128::from(period_us))
+        .min(i128::from(i64::MAX)) as i64;
         TokenBucket::new(capacity.clamp(1, most), tokens, period_us).unwrap()
     })
 }

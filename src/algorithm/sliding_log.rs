@@ -114,7 +114,7 @@ impl SlidingLog {
                 bound: ">= 1 and <= 100000",
             });
         }
-        if window_us < 1 {
+        if !(1..=crate::time::MAX_PERIOD_US).contains(&window_us) {
             return Err(Error::BadPeriod { arg: "window" });
         }
         Ok(Self { limit, window_us })
@@ -172,6 +172,23 @@ impl SlidingLog {
             delete: left == 0 && remove_newest > 0,
             expire_at_us,
         })
+    }
+
+    /// The log entries a call of `tokens` (taken or refunded) may touch,
+    /// as `sliding-log-call-budget` counts them: `limit + min(tokens,
+    /// limit)`. A call walks at most about `limit + 1` entries, adds or
+    /// removes at most `tokens` (none when `tokens > limit`: never allowed),
+    /// and removes at most [`Self::STALE_REMOVED_PER_CALL`] more that left
+    /// the window.
+    ///
+    /// ```
+    /// use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+    /// let sl = SlidingLog::new(1000, 60_000_000).unwrap();
+    /// assert_eq!(sl.call_entries(1), 1001);
+    /// assert_eq!(sl.call_entries(5000), 2000);
+    /// ```
+    pub fn call_entries(&self, tokens: i64) -> i64 {
+        self.limit + tokens.clamp(0, self.limit)
     }
 
     /// The most tokens that can be taken at once (`limit`).

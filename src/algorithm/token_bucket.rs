@@ -56,7 +56,9 @@ impl TokenBucket {
     ///
     /// Errors: [`Error::OutOfRange`]; [`Error::RateTooHigh`] when
     /// `refill_tokens > refill_period_us` (more than one token per µs);
-    /// [`Error::Overflow`] when refilling from empty takes more than `i64` µs.
+    /// [`Error::BadPeriod`] for a period over 366 days;
+    /// [`Error::RefillTooLong`] when refilling from empty (when the key
+    /// expires at the latest) takes more than 366 days.
     ///
     /// ```
     /// use redis_ratelimit::algorithm::{token_bucket::TokenBucket, Algorithm};
@@ -95,15 +97,18 @@ impl TokenBucket {
                 bound: ">= 1",
             });
         }
-        if refill_period_us < 1 {
+        if !(1..=crate::time::MAX_PERIOD_US).contains(&refill_period_us) {
             return Err(Error::BadPeriod { arg: names[1] });
         }
         if refill_tokens > refill_period_us {
             return Err(Error::RateTooHigh { arg: names[0] });
         }
-        // Time to refill from empty, in µs, must fit.
+        // Time to refill from empty, in µs: the key expires within it.
         let full_refill = i128::from(capacity) * i128::from(refill_period_us);
-        to_i64(ceil_div_i128(full_refill, i128::from(refill_tokens)))?;
+        let full_refill_us = ceil_div_i128(full_refill, i128::from(refill_tokens));
+        if full_refill_us > i128::from(crate::time::MAX_PERIOD_US) {
+            return Err(Error::RefillTooLong);
+        }
         Ok(Self {
             capacity,
             refill_tokens,
@@ -443,8 +448,18 @@ mod tests {
                 arg: "refill_tokens"
             })
         );
-        assert_eq!(TokenBucket::new(i64::MAX, 1, 2), Err(Error::Overflow));
-        assert!(TokenBucket::new(i64::MAX, i64::MAX, i64::MAX).is_ok());
+        // Refilling from empty must take at most 366 days.
+        let max = crate::time::MAX_PERIOD_US;
+        assert_eq!(TokenBucket::new(i64::MAX, 1, 2), Err(Error::RefillTooLong));
+        assert!(TokenBucket::new(max, max, max).is_ok());
+        assert_eq!(
+            TokenBucket::new(max + 1, max, max),
+            Err(Error::RefillTooLong)
+        );
+        assert!(matches!(
+            TokenBucket::new(1, 1, max + 1),
+            Err(Error::BadPeriod { .. })
+        ));
     }
 
     #[test]

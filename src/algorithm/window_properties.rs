@@ -483,11 +483,12 @@ fn leaky_timeline(
 /// Any parameters `LeakyBucket::new` accepts, biased to the edges.
 fn extreme_leaky() -> impl Strategy<Value = LeakyBucket> {
     (wide_nonneg(), wide_nonneg(), wide_nonneg()).prop_map(|(capacity, tokens, period_us)| {
-        let period_us = period_us.max(1);
+        let period_us = period_us.clamp(1, crate::time::MAX_PERIOD_US);
         let tokens = tokens.clamp(1, period_us);
-        // ⌈capacity × period / tokens⌉ ≤ i64::MAX ⟺ capacity ≤ i64::MAX × tokens / period.
-        let most = (i128::from(i64::MAX) * i128::from(tokens) / i128::from(period_us))
-            .min(i128::from(i64::MAX)) as i64;
+        // ⌈capacity × period / tokens⌉ ≤ MAX ⟺ capacity ≤ MAX × tokens / period.
+        let most = (i128::from(crate::time::MAX_PERIOD_US) * i128::from(tokens)
+            / i128::from(period_us))
+        .min(i128::from(i64::MAX)) as i64;
         LeakyBucket::new(capacity.clamp(1, most), tokens, period_us).unwrap()
     })
 }
@@ -1128,7 +1129,7 @@ proptest! {
         cost in wide_nonneg(),
     ) {
         new_result_is_documented(FixedWindow::new(raw.0, raw.1))?;
-        let (limit, window_us) = (limit.max(1), window_us.max(1));
+        let (limit, window_us) = (limit.max(1), window_us.clamp(1, crate::time::MAX_PERIOD_US));
         let fw = FixedWindow::new(limit, window_us).unwrap();
         let state = state.map(|(window_start_us, count)| WindowCount { window_start_us, count, first: false });
         check_total(fw.decide(state, now_us, cost), |o| {
@@ -1145,7 +1146,7 @@ proptest! {
         cost in wide_nonneg(),
     ) {
         new_result_is_documented(SlidingWindow::new(raw.0, raw.1))?;
-        let (limit, window_us) = (limit.max(1), window_us.max(1));
+        let (limit, window_us) = (limit.max(1), window_us.clamp(1, crate::time::MAX_PERIOD_US));
         let sw = SlidingWindow::new(limit, window_us).unwrap();
         let state = state.map(|(window_start_us, previous, current)| WindowCounts {
             window_start_us,
@@ -1166,7 +1167,7 @@ proptest! {
         cost in wide_nonneg(),
     ) {
         new_result_is_documented(SlidingLog::new(raw.0, raw.1))?;
-        let window_us = window_us.max(1);
+        let window_us = window_us.clamp(1, crate::time::MAX_PERIOD_US);
         let sl = SlidingLog::new(limit, window_us).unwrap();
         log.sort_unstable();
         check_total(sl.decide(&log[..], now_us, cost), |o| {
@@ -1211,7 +1212,7 @@ fn sliding_window_decide_near_the_most_negative_clock_is_ok_or_overflow() {
 /// both counts of a (decodable) state and the cost are near the limit.
 #[test]
 fn sliding_window_decide_with_counts_near_i64_max_is_ok_or_overflow() {
-    let sw = SlidingWindow::new(i64::MAX, i64::MAX).unwrap();
+    let sw = SlidingWindow::new(i64::MAX, crate::time::MAX_PERIOD_US).unwrap();
     let state = WindowCounts {
         window_start_us: 0,
         previous: i64::MAX,

@@ -15,7 +15,7 @@
 
 use smallvec::SmallVec;
 
-use super::{propagate, throttle::CellGcra, Answer};
+use super::{propagate, settings, throttle::CellGcra, Answer};
 use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
 use crate::algorithm::bucket_window::{self, BucketWindow};
 use crate::algorithm::fixed_window::FixedWindow;
@@ -192,6 +192,7 @@ pub fn run_rule(
     modes: &Modes,
     options: &Options,
 ) -> Result<Answer> {
+    check_budget([limit], options.op)?;
     let (mut key, p) = plan(ctx, name, limit, modes, server_now_us(), options)?;
     let mut answer = Answer::new(p.decision, None, p.blocked, options);
     answer.shadow_limited = p.shadow_limited;
@@ -217,6 +218,7 @@ pub fn run(
     options: &Options,
     tallies: &mut Few<Tally>,
 ) -> Result<Answer> {
+    check_budget(limits.iter().map(|(_, limit, _)| limit), options.op)?;
     let now_us = server_now_us();
     let mut keys: Few<Key> = Few::with_capacity(limits.len());
     let mut planned: Few<Planned> = Few::with_capacity(limits.len());
@@ -268,6 +270,28 @@ pub fn run(
         announce(ctx, p.name, effect, &mut propagating)?;
     }
     Ok(answer)
+}
+
+/// Refuses a call whose sliding logs may touch more entries than the module
+/// setting `sliding-log-call-budget` ([`SlidingLog::call_entries`], summed),
+/// before any key is opened: [`Error::OverBudget`]. Other limits count 0
+/// (their work is O(1); `RL.ALL` takes at most 64).
+pub fn check_budget<'l>(limits: impl IntoIterator<Item = &'l Limit>, op: Op) -> Result<()> {
+    let tokens = match op {
+        Op::Take(n) | Op::Refund(n) => n,
+    };
+    let entries = limits
+        .into_iter()
+        .map(|limit| match limit {
+            Limit::SlidingLog(log) => log.call_entries(tokens),
+            _ => 0,
+        })
+        .fold(0i64, i64::saturating_add);
+    let budget = settings::sliding_log_call_budget();
+    if entries > budget {
+        return Err(Error::OverBudget { entries, budget });
+    }
+    Ok(())
 }
 
 /// The longer of two optional durations.
@@ -419,19 +443,22 @@ fn plan_string<'a, A: Algorithm>(
                 }
                 _ => Write::Nothing,
             };
-            let block_write = match block_us {
+            let (decision, block_write) = match block_us {
                 Some(block_us) if stored.is_some() => {
                     match block::extend(&decision, in_force, now_us, block_us)? {
                         Some(until) => {
                             let current_us = key
                                 .abs_expire_ms()?
                                 .map_or(0, |ms| ms.saturating_mul(1_000));
-                            string_write(Some(until), inner_bytes, old_len, current_us)
+                            (
+                                block::blocked_decision(decision, until, now_us)?,
+                                string_write(Some(until), inner_bytes, old_len, current_us),
+                            )
                         }
-                        None => Write::Nothing,
+                        None => (decision, Write::Nothing),
                     }
                 }
-                _ => Write::Nothing,
+                _ => (decision, Write::Nothing),
             };
             (decision, commit, block_write)
         }
@@ -535,19 +562,22 @@ fn plan_buckets<'a>(
                 }
                 _ => Write::Nothing,
             };
-            let block_write = match block_us {
+            let (decision, block_write) = match block_us {
                 Some(block_us) if stored.is_some() => {
                     match block::extend(&decision, in_force, now_us, block_us)? {
                         Some(until) => {
                             let current_us = key
                                 .abs_expire_ms()?
                                 .map_or(0, |ms| ms.saturating_mul(1_000));
-                            bytes_write(Some(until), inner_bytes, old_len, current_us)
+                            (
+                                block::blocked_decision(decision, until, now_us)?,
+                                bytes_write(Some(until), inner_bytes, old_len, current_us),
+                            )
                         }
-                        None => Write::Nothing,
+                        None => (decision, Write::Nothing),
                     }
                 }
-                _ => Write::Nothing,
+                _ => (decision, Write::Nothing),
             };
             (decision, commit, block_write)
         }
@@ -607,14 +637,17 @@ fn plan_log<'a>(
                 },
                 _ => Write::Nothing,
             };
-            let block_write = match block_us {
+            let (decision, block_write) = match block_us {
                 Some(block_us) if zset.is_some() => {
                     match block::extend(&decision, in_force, now_us, block_us)? {
-                        Some(until_us) => Write::LogBlock { until_us },
-                        None => Write::Nothing,
+                        Some(until_us) => (
+                            block::blocked_decision(decision, until_us, now_us)?,
+                            Write::LogBlock { until_us },
+                        ),
+                        None => (decision, Write::Nothing),
                     }
                 }
-                _ => Write::Nothing,
+                _ => (decision, Write::Nothing),
             };
             (decision, commit, block_write)
         }

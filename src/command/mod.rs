@@ -380,6 +380,11 @@ pub fn write_info(out: &mut info::InfoWriter) {
     propagate::write_info(out);
     let max = settings::sliding_log_max_limit();
     out.field(c"sliding_log_max_limit", u64::try_from(max).unwrap_or(0));
+    let budget = settings::sliding_log_call_budget();
+    out.field(
+        c"sliding_log_call_budget",
+        u64::try_from(budget).unwrap_or(0),
+    );
     for (spec, _) in COMMANDS.iter() {
         spec.stats.write(out, spec.stat_name);
     }

@@ -11,6 +11,13 @@
 //!   [`SLIDING_LOG_MAX_LIMIT_DEFAULT`]. It bounds the work of one call (see
 //!   `command::sliding_log`); larger limits belong to `RL.SLIDINGWINDOW`.
 //!
+//! * `sliding-log-call-budget <n>`: the most sliding-log entries one call
+//!   may touch, summed over its `SLIDINGLOG` limits (`limit + n` each, `n`
+//!   being `TOKENS`/`REFUND` up to `limit`), 1 to
+//!   [`SLIDING_LOG_CALL_BUDGET_MAX`], default
+//!   [`SLIDING_LOG_CALL_BUDGET_DEFAULT`]. Checked before any key is opened
+//!   (see `command::limiter::check_budget`).
+//!
 //! * `policies yes|no|unloadable` (default `yes`, see [`PoliciesMode`]):
 //!   server-side policies (`RL.POLICY`, `RL.LIMIT`). They are saved in RDB
 //!   files as module auxiliary data, which takes a module data type — and the
@@ -74,6 +81,7 @@ pub struct Settings {
     pub propagate_always: bool,
     pub sliding_log_max_limit: i64,
     pub policies: PoliciesMode,
+    pub sliding_log_call_budget: i64,
 }
 
 /// Parses the module arguments; an error text (for the log) refuses the load.
@@ -82,6 +90,7 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
         propagate_always: false,
         sliding_log_max_limit: SLIDING_LOG_MAX_LIMIT_DEFAULT,
         policies: PoliciesMode::Yes,
+        sliding_log_call_budget: SLIDING_LOG_CALL_BUDGET_DEFAULT,
     };
     let mut i = 0;
     while let Some(arg) = args.get(i) {
@@ -102,6 +111,9 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
                     ))
                 }
             }
+        } else if name.eq_ignore_ascii_case(b"sliding-log-call-budget") {
+            i += 1;
+            settings.sliding_log_call_budget = parse_call_budget(args.get(i))?;
         } else if name.eq_ignore_ascii_case(b"policies") {
             i += 1;
             let value = args.get(i).map(|v| v.bytes().unwrap_or_default());
@@ -111,7 +123,7 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
                 .ok_or("policies needs yes, no or unloadable")?;
         } else {
             return Err(format!(
-                "unknown module argument '{}' (known: propagate-always, sliding-log-max-limit <n>, policies yes|no|unloadable)",
+                "unknown module argument '{}' (known: propagate-always, sliding-log-max-limit <n>, sliding-log-call-budget <n>, policies yes|no|unloadable)",
                 String::from_utf8_lossy(name)
             ));
         }
@@ -126,6 +138,7 @@ pub fn apply(settings: Settings) {
     SLIDING_LOG_MAX_LIMIT.store(settings.sliding_log_max_limit, Ordering::Relaxed);
     PROPAGATE_ALWAYS.store(settings.propagate_always, Ordering::Relaxed);
     POLICIES.store(settings.policies as u8, Ordering::Relaxed);
+    set_sliding_log_call_budget(settings.sliding_log_call_budget);
 }
 
 /// The largest `limit` `RL.SLIDINGLOG` accepts now.
@@ -168,4 +181,44 @@ pub fn policies_mode() -> PoliciesMode {
 /// Sets `policies` (at load only: the config is immutable).
 pub fn set_policies(mode: PoliciesMode) {
     POLICIES.store(mode as u8, Ordering::Relaxed);
+}
+
+// ---- sliding-log-call-budget: the work of one call (issue 22) ----
+
+/// The default of `sliding-log-call-budget`, in sliding-log entries: a
+/// single `SLIDINGLOG` at the default `sliding-log-max-limit` (1,000) with
+/// `TOKENS` up to its limit (2,000) fits twice over, and the worst call
+/// within it (16 logs of 125 entries each taking 125, `RL.ALL`) stays near
+/// 3 ms of server time on a 2-core machine (`make bench`).
+pub const SLIDING_LOG_CALL_BUDGET_DEFAULT: i64 = 4_000;
+
+/// The largest `sliding-log-call-budget`: a single log at
+/// [`SlidingLog::MAX_LIMIT`] with as many `TOKENS`.
+pub const SLIDING_LOG_CALL_BUDGET_MAX: i64 = 2 * SlidingLog::MAX_LIMIT;
+
+static SLIDING_LOG_CALL_BUDGET: AtomicI64 = AtomicI64::new(SLIDING_LOG_CALL_BUDGET_DEFAULT);
+
+/// Parses the value of the load argument `sliding-log-call-budget`.
+fn parse_call_budget(value: Option<&Arg>) -> Result<i64, String> {
+    match value.and_then(|v| v.to_i64().ok().flatten()) {
+        Some(n) if (1..=SLIDING_LOG_CALL_BUDGET_MAX).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "sliding-log-call-budget needs an integer from 1 to {SLIDING_LOG_CALL_BUDGET_MAX}"
+        )),
+    }
+}
+
+/// The most sliding-log entries one call may touch now (see
+/// `command::limiter::check_budget`).
+pub fn sliding_log_call_budget() -> i64 {
+    SLIDING_LOG_CALL_BUDGET.load(Ordering::Relaxed)
+}
+
+/// Sets `sliding-log-call-budget` (the config
+/// `ratelimit.sliding-log-call-budget`, 1 to [`SLIDING_LOG_CALL_BUDGET_MAX`]).
+pub fn set_sliding_log_call_budget(budget: i64) {
+    SLIDING_LOG_CALL_BUDGET.store(
+        budget.clamp(1, SLIDING_LOG_CALL_BUDGET_MAX),
+        Ordering::Relaxed,
+    );
 }

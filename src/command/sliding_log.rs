@@ -72,12 +72,17 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
 }
 
 /// Validates `limit window` of a sliding log, `limit` also against the
-/// module setting `sliding-log-max-limit`.
+/// module settings `sliding-log-max-limit` and `sliding-log-call-budget` (a
+/// limit whose cheapest call, `TOKENS 1`, could not fit the budget).
 pub fn new_log(limit: i64, window_us: i64) -> Result<SlidingLog> {
     let log = SlidingLog::new(limit, window_us)?;
     let max_limit = settings::sliding_log_max_limit();
     if limit > max_limit {
         return Err(Error::LimitAboveSetting { max: max_limit });
+    }
+    let (entries, budget) = (log.call_entries(1), settings::sliding_log_call_budget());
+    if entries > budget {
+        return Err(Error::OverBudget { entries, budget });
     }
     Ok(log)
 }

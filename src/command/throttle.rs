@@ -60,7 +60,7 @@ static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let max_burst = args.integer(2, "max_burst")?;
     let count_per_period = args.integer(3, "count_per_period")?;
-    let period_secs = args.integer_at_least(4, "period", 1, ">= 1")?;
+    let period_secs = args.integer_at_least(4, "period", 1, ">= 1 and <= 31622400 (366 days)")?;
     let quantity = if args.len() == 6 {
         args.integer_at_least(5, "quantity", 0, ">= 0")?
     } else {

@@ -1,4 +1,5 @@
 //! Module configs (Redis 7.0+, Valkey): `ratelimit.sliding-log-max-limit`,
+//! `ratelimit.sliding-log-call-budget`,
 //! `ratelimit.propagate-always` and `ratelimit.policies` show in `CONFIG GET ratelimit.*`, are set by
 //! `ratelimit.<name> <value>` lines of the server's config (or
 //! `MODULE LOADEX … CONFIG`), change with `CONFIG SET` where that is safe, and
@@ -76,7 +77,8 @@ pub fn register(ctx: Ctx) -> bool {
             std::ptr::null_mut(),
         )
     };
-    if limit != OK || always != OK || policies != OK {
+    let budget = register_call_budget(ctx, numeric);
+    if limit != OK || always != OK || policies != OK || budget != OK {
         return false;
     }
     // SAFETY: the load context, after registering every config.
@@ -144,6 +146,62 @@ extern "C" fn set_policies(
                 }
                 None => ERR,
             }
+        },
+        || ERR,
+    )
+}
+
+// ---- sliding-log-call-budget (issue 22) ----
+
+type RegisterNumeric = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *const c_char,
+    c_longlong,
+    c_uint,
+    c_longlong,
+    c_longlong,
+    raw::RedisModuleConfigGetNumericFunc,
+    raw::RedisModuleConfigSetNumericFunc,
+    raw::RedisModuleConfigApplyFunc,
+    *mut c_void,
+) -> c_int;
+
+/// Registers `ratelimit.sliding-log-call-budget` (mutable: `CONFIG SET`
+/// takes effect at the next call).
+fn register_call_budget(ctx: Ctx, numeric: RegisterNumeric) -> c_int {
+    // SAFETY: the load context; the name is static; the callbacks are static
+    // functions that take no private data.
+    unsafe {
+        numeric(
+            ctx.as_ptr(),
+            c"sliding-log-call-budget".as_ptr(),
+            settings::sliding_log_call_budget(),
+            raw::REDISMODULE_CONFIG_DEFAULT as c_uint,
+            1,
+            settings::SLIDING_LOG_CALL_BUDGET_MAX,
+            Some(get_sliding_log_call_budget),
+            Some(set_sliding_log_call_budget),
+            None,
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+extern "C" fn get_sliding_log_call_budget(_name: *const c_char, _data: *mut c_void) -> c_longlong {
+    guard(settings::sliding_log_call_budget, || 0)
+}
+
+extern "C" fn set_sliding_log_call_budget(
+    _name: *const c_char,
+    value: c_longlong,
+    _data: *mut c_void,
+    _err: *mut *mut RedisModuleString,
+) -> c_int {
+    // The server checked the bounds given at registration.
+    guard(
+        || {
+            settings::set_sliding_log_call_budget(value);
+            OK
         },
         || ERR,
     )
