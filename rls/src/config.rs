@@ -186,6 +186,8 @@ pub struct Match {
     pub rule: Arc<Rule>,
     /// The stat key this hit counts under (`rule.full_key`, or a detailed one).
     pub stat_key: String,
+    /// The same, split: the domain, then one part per level.
+    pub stat_parts: Vec<String>,
     /// Per entry, the wildcard pattern that replaces its value in the Redis
     /// key (`share_threshold`), else `None`.
     pub shared_values: Vec<Option<String>>,
@@ -326,29 +328,7 @@ impl Config {
 
     /// Reads a file, or every `*.yaml`/`*.yml` file of a directory (sorted by name).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let read = |p: &PathBuf| {
-            std::fs::read_to_string(p)
-                .map(|text| (p.display().to_string(), text))
-                .map_err(|e| error(&p.display().to_string(), format!("cannot read: {e}")))
-        };
-        let files = if path.is_dir() {
-            let mut paths: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(|e| error(&path.display().to_string(), format!("cannot read: {e}")))?
-                .filter_map(|entry| entry.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.is_file()
-                        && matches!(
-                            p.extension().and_then(|e| e.to_str()),
-                            Some("yaml") | Some("yml")
-                        )
-                })
-                .collect();
-            paths.sort();
-            paths.iter().map(read).collect::<Result<Vec<_>, _>>()?
-        } else {
-            vec![read(&path.to_path_buf())?]
-        };
-        Config::from_yaml(&files)
+        Config::from_yaml(&read_files(path)?)
     }
 
     /// Every rule of the configuration.
@@ -367,13 +347,12 @@ impl Config {
         let root = self.domains.get(domain)?;
         let mut node = root;
         let mut found: Option<Arc<Rule>> = None;
-        let mut detailed = String::from(domain);
-        let mut valued = String::from(domain);
+        let mut detailed = vec![domain.to_string()];
+        let mut valued = vec![domain.to_string()];
         let mut shared_values: Vec<Option<String>> = vec![None; entries.len()];
         for (i, (key, value)) in entries.iter().enumerate() {
             let key_value = format!("{key}_{value}");
-            detailed.push('.');
-            detailed.push_str(&key_value);
+            detailed.push(key_value.clone());
             let mut next = node.children.get(&key_value);
             let mut wildcard: Option<&str> = None;
             if next.is_none() {
@@ -390,8 +369,7 @@ impl Config {
             if next.is_none() {
                 next = node.children.get(*key);
             }
-            valued.push('.');
-            valued.push_str(key);
+            let mut part = key.to_string();
             if let Some(n) = next {
                 let shown: Option<String> = if let Some(pattern) = wildcard {
                     let pattern_value = pattern
@@ -412,9 +390,10 @@ impl Config {
                     None
                 };
                 if let Some(v) = shown.filter(|v| !v.is_empty()) {
-                    valued.push('_');
-                    valued.push_str(&v);
+                    part.push('_');
+                    part.push_str(&v);
                 }
+                valued.push(part);
                 if let Some(rule) = &n.rule {
                     if i + 1 == entries.len() {
                         found = Some(rule.clone());
@@ -429,17 +408,44 @@ impl Config {
             }
         }
         let rule = found?;
-        let stat_key = if rule.detailed_metric {
+        let stat_parts = if rule.detailed_metric {
             detailed
         } else {
             valued
         };
         Some(Match {
             rule,
-            stat_key,
+            stat_key: stat_parts.join("."),
+            stat_parts,
             shared_values,
         })
     }
+}
+
+/// The configuration's files, `(name, contents)`: the file, or every
+/// `*.yaml`/`*.yml` file of the directory, sorted by name.
+pub fn read_files(path: &Path) -> Result<Vec<(String, String)>, ConfigError> {
+    let read = |p: &PathBuf| {
+        std::fs::read_to_string(p)
+            .map(|text| (p.display().to_string(), text))
+            .map_err(|e| error(&p.display().to_string(), format!("cannot read: {e}")))
+    };
+    if !path.is_dir() {
+        return Ok(vec![read(&path.to_path_buf())?]);
+    }
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| error(&path.display().to_string(), format!("cannot read: {e}")))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && matches!(
+                    p.extension().and_then(|e| e.to_str()),
+                    Some("yaml") | Some("yml")
+                )
+        })
+        .collect();
+    paths.sort();
+    paths.iter().map(read).collect()
 }
 
 fn load_descriptors(
