@@ -532,3 +532,14 @@ fn envoy_errors() {
     let c = load("domain: d\ndescriptors:\n  - key: port\n    value: 8080\n    rate_limit: {unit: SECOND, requests_per_unit: 3}\n");
     assert_eq!(limit(&c, "d", &[("port", "8080")]).map(|l| l.0), Some(3));
 }
+
+#[test]
+fn the_example_configuration_loads() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config.yaml");
+    let c = Config::load(&path).unwrap();
+    assert_eq!(c.rules().len(), 4);
+    let m = c
+        .get_limit("edge", &[("user", "u"), ("path", "/api/orders")])
+        .unwrap();
+    assert_eq!(m.rule.algorithm, Algorithm::SlidingWindow);
+}
