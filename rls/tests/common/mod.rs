@@ -36,10 +36,15 @@ pub fn module_path() -> PathBuf {
     path
 }
 
-/// A free loopback port.
+/// A free loopback port ≤ 55535 (a cluster bus at port + 10000 fits).
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        if port <= 55_535 {
+            return port;
+        }
+    }
 }
 
 /// A running `redis-server --loadmodule …`, killed on drop.
@@ -51,6 +56,11 @@ pub struct Redis {
 
 impl Redis {
     pub fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// With extra `--name value` arguments.
+    pub fn start_with(extra: &[&str]) -> Redis {
         let dir = tempfile::tempdir().expect("temp dir");
         for _ in 0..5 {
             let port = free_port();
@@ -63,6 +73,7 @@ impl Redis {
             .arg(dir.path())
             .arg("--loadmodule")
             .arg(module_path())
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -94,6 +105,14 @@ impl Redis {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut self.connection()).unwrap()
     }
 
     pub fn connection(&self) -> redis::Connection {
@@ -232,4 +251,39 @@ pub fn statuses(r: &RateLimitResponse) -> Vec<(i32, Option<u32>, u32)> {
             )
         })
         .collect()
+}
+
+/// Three masters with the module, slots split evenly.
+pub fn cluster() -> Vec<Redis> {
+    let nodes: Vec<Redis> = (0..3)
+        .map(|_| {
+            Redis::start_with(&[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "5000",
+            ])
+        })
+        .collect();
+    let ranges = [(0, 5460), (5461, 10922), (10923, 16383)];
+    for (node, (lo, hi)) in nodes.iter().zip(ranges) {
+        let _: () = node.query(&["CLUSTER", "ADDSLOTSRANGE", &lo.to_string(), &hi.to_string()]);
+    }
+    for node in &nodes[1..] {
+        let _: () = nodes[0].query(&["CLUSTER", "MEET", "127.0.0.1", &node.port.to_string()]);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for node in &nodes {
+        loop {
+            let info: String = node.query(&["CLUSTER", "INFO"]);
+            if info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cluster not ready:\n{info}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    nodes
 }
