@@ -51,7 +51,9 @@ run-rls: build build-rls ## Start redis-server with the module (PORT) and the En
 test-rls: build-debug ## Build the module, then run the Envoy rate limit service's tests (rls/: unit, and against a real redis-server)
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test -p ratelimit-rls
 
-bench-rls: build build-rls ## Envoy service benchmark: Redis cost per decision, RL.ALL vs INCRBY+EXPIRE (1, 3, 5 descriptors); the service's decisions/s and latency at a fixed rate (ARGS='--rate 2000 --seconds 5')
+bench-rls: build build-rls ## Envoy service benchmark: Redis cost per decision, RL.ALL vs INCRBY+EXPIRE (1, 3, 5 descriptors; time, and instructions under callgrind); the service at a fixed rate (ARGS='--rate 2000 --seconds 5')
+	@scripts/setup.sh memcheck
+	@scripts/servers.sh memcheck >/dev/null
 	REDIS_SERVER=$(REDIS_SERVER) scripts/bench-rls.sh $(MODULE_RELEASE) $(TARGET_DIR)/release/rls-bench $(ARGS)
 
 test: build-debug ## Build and run every test: unit, property and integration (real redis-server)

@@ -98,9 +98,9 @@ impl Backend {
         matches!(self.kind, Kind::Cluster(_))
     }
 
-    /// `RL.ALL` over `(key, limit arguments)` with `op`, `WITHLIMITS`: the
-    /// binding limit's six integers, then each limit's own five. In a
-    /// cluster every key must be in `slot`.
+    /// `RL.ALL` over `(key, limit arguments)` with `op` (and `WITHLIMITS`
+    /// for more than one limit): the binding limit's six integers, and each
+    /// limit's own five. In a cluster every key must be in `slot`.
     pub async fn rl_all(
         &self,
         limits: &[(&str, &[String])],
@@ -127,16 +127,22 @@ impl Backend {
                 cmd.arg("REFUND").arg(n);
             }
         }
-        cmd.arg("WITHLIMITS");
+        // One limit is the binding one: the six integers already are its own.
+        let with_limits = limits.len() > 1;
+        if with_limits {
+            cmd.arg("WITHLIMITS");
+        }
         let value = tokio::time::timeout(self.timeout, self.send(cmd, slot))
             .await
             .map_err(|_| BackendError::Timeout(self.timeout))??;
         let ints: Vec<i64> = redis::from_redis_value(value.clone())
             .map_err(|_| BackendError::Reply(format!("{value:?}")))?;
-        if ints.len() != 6 + 5 * limits.len() {
+        let expected = if with_limits { 6 + 5 * limits.len() } else { 6 };
+        if ints.len() != expected {
             return Err(BackendError::Reply(format!("{ints:?}")));
         }
-        let each = ints[6..]
+        let each = if with_limits { &ints[6..] } else { &ints[..5] };
+        let each = each
             .chunks_exact(5)
             .map(|c| LimitReply {
                 limited: c[0] != 0,

@@ -137,6 +137,9 @@ impl Algorithm {
     }
 }
 
+/// The most requests per unit of a `sliding_log` rule (the module's bound).
+pub const SLIDING_LOG_MAX: u64 = 100_000;
+
 /// One rate limit rule (a `rate_limit` block, or a request's override).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
@@ -521,6 +524,35 @@ fn load_descriptors(
                     file,
                     format!("'{full_key}': burst applies to token_bucket and gcra only"),
                 ));
+            }
+            // The module's own bounds, checked here so that a rule it would
+            // refuse fails the load instead of every request.
+            if let Some(unit) = unit {
+                let per_unit = u64::from(rl.requests_per_unit);
+                let burst = u64::from(rl.burst.unwrap_or(rl.requests_per_unit));
+                match algorithm {
+                    Algorithm::Gcra | Algorithm::TokenBucket
+                        if per_unit > unit.seconds() * 1_000_000 =>
+                    {
+                        return Err(error(
+                            file,
+                            format!(
+                                "'{full_key}': {} takes at most one request per microsecond",
+                                algorithm.name()
+                            ),
+                        ));
+                    }
+                    Algorithm::SlidingLog if per_unit > SLIDING_LOG_MAX => {
+                        return Err(error(
+                            file,
+                            format!("'{full_key}': sliding_log takes at most {SLIDING_LOG_MAX} requests per unit"),
+                        ));
+                    }
+                    _ if rl.burst.is_some() && burst == 0 => {
+                        return Err(error(file, format!("'{full_key}': burst must be >= 1")));
+                    }
+                    _ => {}
+                }
             }
             let r = Arc::new(Rule {
                 full_key: full_key.clone(),

@@ -38,6 +38,53 @@ struct Args {
     /// The load generator's duration, s.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
+    /// The server runs under `valgrind --tool=callgrind` with this pid:
+    /// part 1 counts the whole server's instructions per decision (reading,
+    /// parsing, executing, replying), and part 2 is skipped.
+    #[arg(long)]
+    callgrind_pid: Option<u32>,
+    /// The directory of that server's `callgrind.out.<pid>*` dumps.
+    #[arg(long, default_value = ".")]
+    callgrind_dir: std::path::PathBuf,
+}
+
+/// The whole server's instructions since the last zeroing (`callgrind_control -d`).
+fn callgrind_total(pid: u32, dir: &std::path::Path) -> f64 {
+    let status = std::process::Command::new("callgrind_control")
+        .arg("-d")
+        .arg(pid.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "callgrind_control -d");
+    let prefix = format!("callgrind.out.{pid}");
+    let newest = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .expect("a callgrind dump");
+    let text = std::fs::read_to_string(newest.path()).unwrap();
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("totals in the dump")
+}
+
+fn callgrind_zero(pid: u32) {
+    let status = std::process::Command::new("callgrind_control")
+        .arg("-z")
+        .arg(pid.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "callgrind_control -z");
 }
 
 fn info_field(info: &str, section_line: &str, field: &str) -> f64 {
@@ -60,8 +107,14 @@ async fn info(con: &mut MultiplexedConnection, section: &str) -> String {
         .unwrap()
 }
 
-/// (commands' usec, server CPU s) spent by `run`.
-async fn measure<F, Fut>(con: &mut MultiplexedConnection, commands: &[&str], run: F) -> (f64, f64)
+/// (commands' usec, server CPU s, or under callgrind the whole server's
+/// instructions) spent by `run`.
+async fn measure<F, Fut>(
+    con: &mut MultiplexedConnection,
+    commands: &[&str],
+    callgrind: Option<(u32, &std::path::Path)>,
+    run: F,
+) -> (f64, f64)
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ()>,
@@ -72,15 +125,22 @@ where
         .await
         .unwrap();
     let cpu = |i: &str| info_field(i, "used_cpu_user", "") + info_field(i, "used_cpu_sys", "");
+    if let Some((pid, _)) = callgrind {
+        callgrind_zero(pid);
+    }
     let before = cpu(&info(con, "cpu").await);
     run().await;
     let after = cpu(&info(con, "cpu").await);
+    let spent = match callgrind {
+        Some((pid, dir)) => callgrind_total(pid, dir),
+        None => after - before,
+    };
     let stats = info(con, "commandstats").await;
     let usec: f64 = commands
         .iter()
         .map(|c| info_field(&stats, &format!("cmdstat_{c}"), "usec"))
         .sum();
-    (usec, after - before)
+    (usec, spent)
 }
 
 /// Runs `per_connection` decisions on each of `connections` connections.
@@ -112,15 +172,28 @@ async fn main() {
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let per_connection = args.decisions / args.connections;
     let n = (per_connection * args.connections) as f64;
+    let callgrind = args
+        .callgrind_pid
+        .map(|pid| (pid, args.callgrind_dir.as_path()));
+    let whole = if callgrind.is_some() {
+        "server instructions"
+    } else {
+        "server CPU µs"
+    };
     println!(
-        "## Redis server cost per decision ({} decisions, {} connections, 1000 users)\n",
-        n, args.connections
+        "## Redis server cost per decision ({n} decisions, {} connections, 1000 users{})\n",
+        args.connections,
+        if callgrind.is_some() {
+            ", under callgrind"
+        } else {
+            ""
+        }
     );
-    println!("| descriptors | RL.ALL usec | INCRBY+EXPIRE usec | ratio | RL.ALL server CPU µs | INCRBY+EXPIRE server CPU µs | ratio |");
+    println!("| descriptors | RL.ALL usec | INCRBY+EXPIRE usec | ratio | RL.ALL {whole} | INCRBY+EXPIRE {whole} | ratio |");
     println!("|---|---|---|---|---|---|---|");
     for k in [1u64, 3, 5] {
         let _: () = redis::cmd("FLUSHALL").query_async(&mut con).await.unwrap();
-        let ours = measure(&mut con, &["rl.all"], || {
+        let ours = measure(&mut con, &["rl.all"], callgrind, || {
             drive(&client, args.connections, per_connection, move |i| {
                 let user = i % 1000;
                 let mut cmd = redis::cmd("RL.ALL");
@@ -131,7 +204,9 @@ async fn main() {
                 for _ in 0..k {
                     cmd.arg("FIXEDWINDOW").arg(1_000_000_000).arg(60);
                 }
-                cmd.arg("WITHLIMITS");
+                if k > 1 {
+                    cmd.arg("WITHLIMITS"); // as the service sends it
+                }
                 let mut p = redis::pipe();
                 p.add_command(cmd);
                 p
@@ -139,7 +214,7 @@ async fn main() {
         })
         .await;
         let _: () = redis::cmd("FLUSHALL").query_async(&mut con).await.unwrap();
-        let envoy = measure(&mut con, &["incrby", "expire"], || {
+        let envoy = measure(&mut con, &["incrby", "expire"], callgrind, || {
             drive(&client, args.connections, per_connection, move |i| {
                 let user = i % 1000;
                 let mut p = redis::pipe();
@@ -152,15 +227,19 @@ async fn main() {
             })
         })
         .await;
+        let scale = if callgrind.is_some() { 1.0 } else { 1e6 };
         println!(
-            "| {k} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {k} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} |",
             ours.0 / n,
             envoy.0 / n,
             ours.0 / envoy.0,
-            ours.1 * 1e6 / n,
-            envoy.1 * 1e6 / n,
+            ours.1 * scale / n,
+            envoy.1 * scale / n,
             ours.1 / envoy.1
         );
+    }
+    if callgrind.is_some() {
+        return;
     }
 
     // Part 2: the service under a fixed rate.
@@ -172,11 +251,11 @@ async fn main() {
         "domain: bench
 descriptors:
   - key: user
-    rate_limit: {unit: minute, requests_per_unit: 1000000000}
+    rate_limit: {unit: minute, requests_per_unit: 10000000}
   - key: path
-    rate_limit: {unit: minute, requests_per_unit: 1000000000, algorithm: sliding_window}
+    rate_limit: {unit: minute, requests_per_unit: 10000000, algorithm: sliding_window}
   - key: tenant
-    rate_limit: {unit: minute, requests_per_unit: 1000000000, algorithm: gcra}
+    rate_limit: {unit: minute, requests_per_unit: 10000000, algorithm: gcra}
 ",
     )
     .unwrap();

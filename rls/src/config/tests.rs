@@ -501,6 +501,31 @@ descriptors:
 "
     )
     .contains("burst applies to token_bucket and gcra only"));
+    // The module's bounds fail the load, not every request.
+    assert!(load_err(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 2000000, algorithm: gcra}
+"
+    )
+    .contains("at most one request per microsecond"));
+    assert!(load_err(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 100001, algorithm: sliding_log}
+"
+    )
+    .contains("sliding_log takes at most 100000"));
+    assert!(load_err(
+        "domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 1, algorithm: gcra, burst: 0}
+"
+    )
+    .contains("burst must be >= 1"));
 }
 
 #[test]
