@@ -571,3 +571,42 @@ async fn metrics_health_and_ietf_headers() {
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
 }
+
+/// A descriptor's `limit` override applies as a fixed window, as in envoy,
+/// even where the configuration has no rule.
+#[tokio::test]
+async fn a_descriptors_limit_override_applies_as_a_fixed_window() {
+    use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+    let redis = Redis::start();
+    let rls = Rls::start(&redis.url(), MESSAGING, &[]).await;
+    let mut client = rls.client().await;
+    let with_override = || {
+        let mut d = desc(&[("anything", "x")]);
+        d.limit = Some(RateLimitOverride {
+            requests_per_unit: 2,
+            unit: 4, // DAY
+        });
+        request("messaging", vec![d])
+    };
+    assert_eq!(
+        statuses(&call(&mut client, with_override()).await),
+        vec![(OK, Some(2), 1)]
+    );
+    assert_eq!(
+        statuses(&call(&mut client, with_override()).await),
+        vec![(OK, Some(2), 0)]
+    );
+    let r = call(&mut client, with_override()).await;
+    assert_eq!(
+        (r.overall_code, statuses(&r)),
+        (OVER_LIMIT, vec![(OVER_LIMIT, Some(2), 0)])
+    );
+    assert_eq!(
+        rls.running
+            .shared
+            .metrics
+            .rule("messaging.anything_x")
+            .over_limit,
+        1
+    );
+}
