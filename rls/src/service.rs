@@ -342,6 +342,13 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
             response.response_headers_to_add = ietf_headers(&statuses[i], &active, i);
         }
     }
+    tracing::debug!(
+        domain,
+        descriptors = n,
+        limits = active.len(),
+        over_limit = denied,
+        "decided"
+    );
     response.overall_code = overall as i32;
     response.statuses = statuses;
     response
@@ -398,7 +405,8 @@ fn op_for(hits: u64) -> Op {
 }
 
 /// The calls one request needs: `(shadow, slot, hits)` → its limits.
-/// Normally one group: every enforced limit of the request in one `RL.ALL`.
+/// Normally one group: every enforced limit of the request in one `RL.ALL`;
+/// more for shadow rules, other slots, other hits, or a key named twice.
 fn plan(active: &[Active]) -> Vec<((bool, u16, u64), Vec<usize>)> {
     let mut groups: Vec<((bool, u16, u64), Vec<usize>)> = Vec::new();
     for (i, a) in active.iter().enumerate() {
@@ -406,7 +414,13 @@ fn plan(active: &[Active]) -> Vec<((bool, u16, u64), Vec<usize>)> {
             continue;
         }
         let g = (a.m.rule.shadow_mode, a.slot, a.hits);
-        match groups.iter_mut().find(|(k, _)| *k == g) {
+        // A key named twice (the same descriptor twice, or values sharing a
+        // wildcard's threshold) takes its hits twice: in another call, as
+        // `RL.ALL` names each key once.
+        match groups
+            .iter_mut()
+            .find(|(k, members)| *k == g && members.iter().all(|&m| active[m].key != a.key))
+        {
             Some((_, members)) => members.push(i),
             None => groups.push((g, vec![i])),
         }

@@ -610,3 +610,49 @@ async fn a_descriptors_limit_override_applies_as_a_fixed_window() {
         1
     );
 }
+
+/// The same key twice in one request (the same descriptor twice, or two
+/// values sharing a wildcard's threshold) takes its hits twice, as envoy's
+/// two INCRBYs do.
+#[tokio::test]
+async fn a_key_named_twice_takes_twice() {
+    let redis = Redis::start();
+    let yaml = "domain: d
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit: {unit: day, requests_per_unit: 3}
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 10}
+";
+    let rls = Rls::start(&redis.url(), yaml, &[]).await;
+    let mut client = rls.client().await;
+    let r = call(
+        &mut client,
+        request("d", vec![desc(&[("user", "u")]), desc(&[("user", "u")])]),
+    )
+    .await;
+    assert_eq!(r.overall_code, OK);
+    assert_eq!(statuses(&r), vec![(OK, Some(10), 9), (OK, Some(10), 8)]);
+    let two_files = || {
+        request(
+            "d",
+            vec![
+                desc(&[("files", "files/a.pdf")]),
+                desc(&[("files", "files/b.csv")]),
+            ],
+        )
+    };
+    let r = call(&mut client, two_files()).await;
+    assert_eq!(statuses(&r), vec![(OK, Some(3), 2), (OK, Some(3), 1)]);
+    // One left: the second refuses, the first is given back.
+    let r = call(&mut client, two_files()).await;
+    assert_eq!(r.overall_code, OVER_LIMIT);
+    let r = call(
+        &mut client,
+        request("d", vec![desc_hits(&[("files", "files/c.txt")], 0)]),
+    )
+    .await;
+    assert_eq!(statuses(&r), vec![(OK, Some(3), 1)], "shared, and refunded");
+}
