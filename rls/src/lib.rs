@@ -118,8 +118,17 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     let service = RateLimitServiceServer::new(Service {
         shared: shared.clone(),
     });
+    // grpc.health.v1.Health, for Envoy's gRPC health checks of the cluster.
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    health
+        .set_serving::<RateLimitServiceServer<Service>>()
+        .await;
     let grpc = tokio::spawn(async move {
         let result = tonic::transport::Server::builder()
+            .add_service(health_service)
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;

@@ -564,6 +564,28 @@ async fn metrics_health_and_ietf_headers() {
     ));
     let (code, body) = rls.http_get("/healthcheck").await;
     assert_eq!((code, body.as_str()), (200, "OK\n"));
+    // gRPC health checking (grpc.health.v1), overall and for the service.
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{}", rls.running.grpc_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    for service in ["", "envoy.service.ratelimit.v3.RateLimitService"] {
+        let status = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status;
+        assert_eq!(
+            status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        );
+    }
     // Empty domain or no descriptors: an error, as envoy.
     let err = client
         .should_rate_limit(request("", vec![desc(&[("a", "b")])]))
