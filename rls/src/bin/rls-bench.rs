@@ -189,30 +189,41 @@ async fn main() {
             ""
         }
     );
-    println!("| descriptors | RL.ALL usec | INCRBY+EXPIRE usec | ratio | RL.ALL {whole} | INCRBY+EXPIRE {whole} | ratio |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| descriptors | RL.ALL usec | INCRBY+EXPIRE usec | ratio | RL.ALL {whole} | INCRBY+EXPIRE {whole} | ratio | RL.ALL without WITHLIMITS {whole} | ratio |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for k in [1u64, 3, 5] {
         let _: () = redis::cmd("FLUSHALL").query_async(&mut con).await.unwrap();
-        let ours = measure(&mut con, &["rl.all"], callgrind, || {
-            drive(&client, args.connections, per_connection, move |i| {
-                let user = i % 1000;
-                let mut cmd = redis::cmd("RL.ALL");
-                cmd.arg(k);
-                for d in 0..k {
-                    cmd.arg(format!("rls:{{user={user}}}:bench_user_{user}_d_{d}_fw60"));
-                }
-                for _ in 0..k {
-                    cmd.arg("FIXEDWINDOW").arg(1_000_000_000).arg(60);
-                }
-                if k > 1 {
-                    cmd.arg("WITHLIMITS"); // as the service sends it
-                }
-                let mut p = redis::pipe();
-                p.add_command(cmd);
-                p
+        // As the service sends it (WITHLIMITS for k > 1), and without WITHLIMITS.
+        let mut ours = (0.0, 0.0);
+        let mut plain = (0.0, 0.0);
+        for with_limits in [true, false] {
+            let _: () = redis::cmd("FLUSHALL").query_async(&mut con).await.unwrap();
+            let spent = measure(&mut con, &["rl.all"], callgrind, || {
+                drive(&client, args.connections, per_connection, move |i| {
+                    let user = i % 1000;
+                    let mut cmd = redis::cmd("RL.ALL");
+                    cmd.arg(k);
+                    for d in 0..k {
+                        cmd.arg(format!("rls:{{user={user}}}:bench_user_{user}_d_{d}_fw60"));
+                    }
+                    for _ in 0..k {
+                        cmd.arg("FIXEDWINDOW").arg(1_000_000_000).arg(60);
+                    }
+                    if with_limits && k > 1 {
+                        cmd.arg("WITHLIMITS");
+                    }
+                    let mut p = redis::pipe();
+                    p.add_command(cmd);
+                    p
+                })
             })
-        })
-        .await;
+            .await;
+            if with_limits {
+                ours = spent;
+            } else {
+                plain = spent;
+            }
+        }
         let _: () = redis::cmd("FLUSHALL").query_async(&mut con).await.unwrap();
         let envoy = measure(&mut con, &["incrby", "expire"], callgrind, || {
             drive(&client, args.connections, per_connection, move |i| {
@@ -229,13 +240,15 @@ async fn main() {
         .await;
         let scale = if callgrind.is_some() { 1.0 } else { 1e6 };
         println!(
-            "| {k} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} |",
+            "| {k} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} | {:.2} |",
             ours.0 / n,
             envoy.0 / n,
             ours.0 / envoy.0,
             ours.1 * scale / n,
             envoy.1 * scale / n,
-            ours.1 / envoy.1
+            ours.1 / envoy.1,
+            plain.1 * scale / n,
+            plain.1 / envoy.1
         );
     }
     if callgrind.is_some() {
