@@ -16,7 +16,8 @@ DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build build-debug run test test-release test-long test-unit test-integration mutants \
-	test-examples test-packages test-memcheck compat lint fmt bench callgrind dist deb clean
+	test-examples test-packages test-memcheck compat lint fmt bench callgrind dist deb clean \
+	build-rls run-rls test-rls bench-rls
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -33,6 +34,27 @@ build-debug: setup ## Build the debug module the integration tests load
 run: build ## Build, then start redis-server with the module on 127.0.0.1:6379 (make run PORT=6380 for another port)
 	@scripts/port-free.sh $(PORT)
 	$(REDIS_SERVER) redis.conf --port $(PORT)
+
+# make run-rls: the Envoy rate limit service (rls/) in front of `make run`'s server.
+RLS_CONFIG ?= rls/examples/config.yaml
+RLS_GRPC_ADDR ?= 127.0.0.1:8081
+RLS_HTTP_ADDR ?= 127.0.0.1:8080
+RLS_RELEASE := $(TARGET_DIR)/release/ratelimit-rls
+
+build-rls: setup ## Build the Envoy rate limit service (target/release/ratelimit-rls)
+	$(CARGO) build --release -p ratelimit-rls
+
+run-rls: build build-rls ## Start redis-server with the module (PORT) and the Envoy rate limit service: gRPC 127.0.0.1:8081, /metrics on 8080, RLS_CONFIG=rls/examples/config.yaml
+	@scripts/port-free.sh $(PORT)
+	REDIS_SERVER=$(REDIS_SERVER) scripts/run-rls.sh $(RLS_RELEASE) $(PORT) $(RLS_CONFIG) --grpc-addr $(RLS_GRPC_ADDR) --http-addr $(RLS_HTTP_ADDR)
+
+test-rls: build-debug ## Build the module, then run the Envoy rate limit service's tests (rls/: unit, and against a real redis-server)
+	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test -p ratelimit-rls
+
+bench-rls: build build-rls ## Envoy service benchmark: Redis cost per decision, RL.ALL vs INCRBY+EXPIRE (1, 3, 5 descriptors; time, and instructions under callgrind); the service at a fixed rate (ARGS='--rate 2000 --seconds 5')
+	@scripts/setup.sh memcheck
+	@scripts/servers.sh memcheck >/dev/null
+	REDIS_SERVER=$(REDIS_SERVER) scripts/bench-rls.sh $(MODULE_RELEASE) $(TARGET_DIR)/release/rls-bench $(ARGS)
 
 test: build-debug ## Build and run every test: unit, property and integration (real redis-server)
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test
@@ -88,9 +110,10 @@ test-memcheck: build-debug ## The fuzz test (reduced) against Redis 7.0 (MALLOC=
 	@scripts/setup.sh memcheck
 	scripts/memcheck.sh $(MODULE_DEBUG)
 
-lint: setup ## cargo fmt --check and cargo clippy -D warnings
+lint: setup ## cargo fmt --check and cargo clippy -D warnings (the module and rls/)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy -p ratelimit-rls --all-targets -- -D warnings
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

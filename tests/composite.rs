@@ -611,3 +611,78 @@ fn info_ratelimit_counts_each_commands_decisions_exactly() {
         "calls_allowed=0,calls_limited=0,tokens_allowed=0,shadow_limited=0,soft_over=0,blocked=0"
     );
 }
+
+#[test]
+fn withlimits_appends_every_limits_own_five_integers_and_changes_nothing_else() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let base = [
+        "RL.ALL",
+        "3",
+        "{u}:a",
+        "{u}:b",
+        "{u}:c",
+        "FIXEDWINDOW",
+        "5",
+        "60",
+        "GCRA",
+        "2",
+        "1",
+        "60",
+        "TOKENBUCKET",
+        "10",
+        "10",
+        "60",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        base.iter().copied().chain(extra.iter().copied()).collect()
+    };
+    // The default reply stays six integers.
+    let plain = ints(&mut con, &with(&["PEEK"]));
+    assert_eq!(plain.len(), 6);
+    // Allowed: the six integers, then each limit's (limited, limit, remaining,
+    // retry_after_ms, reset_after_ms), in the order of the keys.
+    let r = ints(&mut con, &with(&["WITHLIMITS"]));
+    assert_eq!(r.len(), 6 + 3 * 5, "{r:?}");
+    assert_eq!(&r[..6], &[0, 3, 2, -1, r[4], 2], "GCRA (3 at once) binds");
+    assert_eq!(&r[6..9], &[0, 5, 4]);
+    assert_eq!(&r[11..14], &[0, 3, 2]);
+    assert_eq!(&r[16..19], &[0, 10, 9]);
+    assert!(r[9] == -1 && r[14] == -1 && r[19] == -1);
+    // Any case, any place among the options, PEEK too: the same shape.
+    let r = ints(&mut con, &with(&["withlimits", "TOKENS", "2", "PEEK"]));
+    assert_eq!(r.len(), 21);
+    assert_eq!((r[6 + 2], r[11 + 2], r[16 + 2]), (2, 0, 7));
+    // Refused by GCRA (3 taken of 3): each limit says what it alone decides;
+    // nothing is written.
+    ints(&mut con, &with(&["TOKENS", "2"]));
+    let before: Vec<Option<Vec<u8>>> = ["{u}:a", "{u}:b", "{u}:c"]
+        .iter()
+        .map(|k| dump(&mut con, k))
+        .collect();
+    let r = ints(&mut con, &with(&["WITHLIMITS"]));
+    assert_eq!(r.len(), 21);
+    assert_eq!((r[0], r[5]), (1, 2), "refused by the GCRA limit");
+    assert_eq!(&r[6..9], &[0, 5, 1], "the window alone would allow");
+    assert_eq!(r[11], 1, "the GCRA limit refuses");
+    assert!(r[14] > 0, "with a retry_after");
+    assert_eq!(&r[16..19], &[0, 10, 6]);
+    let after: Vec<Option<Vec<u8>>> = ["{u}:a", "{u}:b", "{u}:c"]
+        .iter()
+        .map(|k| dump(&mut con, k))
+        .collect();
+    assert_eq!(before, after, "a refused call writes nothing");
+    // Given twice, or as a limit: errors.
+    assert!(call_err(&mut con, &with(&["WITHLIMITS", "WITHLIMITS"])).contains("syntax"));
+    let short = [
+        "RL.ALL",
+        "2",
+        "{u}:a",
+        "{u}:b",
+        "FIXEDWINDOW",
+        "5",
+        "60",
+        "WITHLIMITS",
+    ];
+    assert!(call_err(&mut con, &short).contains("exactly numkeys limits"));
+}

@@ -1,4 +1,4 @@
-//! `RL.ALL numkeys key [key ...] limit [limit ...] [TOKENS n | REFUND n] [PEEK] [BLOCK duration]`
+//! `RL.ALL numkeys key [key ...] limit [limit ...] [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [WITHLIMITS]`
 //!
 //! Several limits in one atomic decision: `numkeys` (1 to 64) keys, then one
 //! limit per key, in order —
@@ -10,7 +10,8 @@
 //! allows `n` tokens now; then every key takes them, written and propagated
 //! as its own command would. Otherwise nothing is written (but the `BLOCK`
 //! of each refusing limit). The reply is the binding limit's five integers
-//! and its 1-based position (see [`super::limiter::run`]).
+//! and its 1-based position (see [`super::limiter::run`]); with `WITHLIMITS`,
+//! followed by every limit's own five integers, in order.
 //!
 //! The keys are declared by a `numkeys` key spec, as `EVAL` and `ZUNION`
 //! declare theirs: Redis Cluster routes the call and refuses keys of
@@ -60,6 +61,7 @@ pub const SPEC: Spec = Spec {
             docs::REFUND,
             docs::PEEK,
             docs::BLOCK,
+            docs::WITHLIMITS,
         ],
     },
     handler,
@@ -209,9 +211,18 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     if at < args.len() && is_limit_keyword(args.bytes(at)?) {
         return Err(Error::LimitCount);
     }
-    let options = args.options(at)?;
+    let mut with_limits = false;
+    let options = args.options_with(at, |word, _| {
+        Ok((is_keyword(word, b"WITHLIMITS") && !with_limits).then(|| {
+            with_limits = true;
+            1
+        }))
+    })?;
     let mut tallies = limiter::Few::new();
-    let answer = limiter::run(ctx, &limits, &options, &mut tallies)?;
+    let mut answer = limiter::run(ctx, &limits, &options, &mut tallies)?;
+    if with_limits {
+        answer.each = tallies.iter().filter_map(|t| t.decision).collect();
+    }
     let allowed = !answer.decision.limited && !options.peek;
     for (i, found) in &policies {
         if let Some(tally) = tallies.get(*i) {
@@ -222,7 +233,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
 }
 
 fn is_option(word: &[u8]) -> bool {
-    [&b"TOKENS"[..], b"REFUND", b"PEEK", b"BLOCK"]
+    [&b"TOKENS"[..], b"REFUND", b"PEEK", b"BLOCK", b"WITHLIMITS"]
         .iter()
         .any(|o| is_keyword(word, o))
 }

@@ -29,6 +29,8 @@ pub const REFUND: ArgDoc = option(c"refund", ArgType::Integer, c"REFUND");
 pub const PEEK: ArgDoc = option(c"peek", ArgType::PureToken, c"PEEK");
 /// `[BLOCK duration]`: seconds to lock the limiter out when refused.
 pub const BLOCK: ArgDoc = option(c"duration", ArgType::Double, c"BLOCK");
+/// `[WITHLIMITS]` (`RL.ALL`): every limit's own five integers after the reply.
+pub const WITHLIMITS: ArgDoc = option(c"withlimits", ArgType::PureToken, c"WITHLIMITS");
 
 const fn option(name: &'static CStr, kind: ArgType, token: &'static CStr) -> ArgDoc {
     ArgDoc {

@@ -77,6 +77,8 @@ pub struct Tally {
     pub shadow_limited: bool,
     /// A `SOFT` limit admitted it beyond the nominal limit.
     pub soft_over: bool,
+    /// This limit's own decision (as replied: after `SOFT` and `SHADOW`).
+    pub decision: Option<Decision>,
 }
 
 /// What a call does with its tokens.
@@ -250,6 +252,7 @@ pub fn run(
         blocked: p.blocked,
         shadow_limited: p.shadow_limited,
         soft_over: allowed && !options.peek && p.soft_over,
+        decision: Some(p.decision),
     }));
     if options.peek {
         return Ok(answer);

@@ -99,7 +99,7 @@ pub struct Spec {
 /// What a command replies: the five integers of a decision, and for
 /// `RL.ALL` a sixth, the binding limit's 1-based position; and what its
 /// statistics count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub decision: Decision,
     pub position: Option<i64>,
@@ -111,6 +111,9 @@ pub struct Answer {
     pub shadow_limited: bool,
     /// A `SOFT` policy admitted the call beyond its nominal limit.
     pub soft_over: bool,
+    /// `RL.ALL … WITHLIMITS`: every limit's own decision, in order, replied
+    /// after the six integers (empty otherwise).
+    pub each: Vec<Decision>,
 }
 
 impl Answer {
@@ -131,6 +134,7 @@ impl Answer {
             taken,
             shadow_limited: false,
             soft_over: false,
+            each: Vec::new(),
         }
     }
 }
@@ -165,10 +169,20 @@ pub fn run(ctx: Ctx, argv: &[Arg], spec: &Spec) -> c_int {
         Ok(Answer {
             decision,
             position: Some(position),
+            each,
             ..
         }) => {
             let [a, b, c, d, e] = reply_fields(&decision, spec.unit);
-            reply::integers(ctx, &[a, b, c, d, e, position])
+            if each.is_empty() {
+                reply::integers(ctx, &[a, b, c, d, e, position])
+            } else {
+                let mut values = Vec::with_capacity(6 + 5 * each.len());
+                values.extend_from_slice(&[a, b, c, d, e, position]);
+                for limit in &each {
+                    values.extend_from_slice(&reply_fields(limit, spec.unit));
+                }
+                reply::integers(ctx, &values)
+            }
         }
         Err(error) => reply::error(ctx, &error.to_string()),
     }

@@ -1,0 +1,37 @@
+//! `ratelimit-rls`: see `rls/README.md`; `ratelimit-rls --help` lists the settings.
+
+use clap::Parser;
+use ratelimit_rls::settings::{LogFormat, Settings};
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let settings = Settings::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&settings.log_level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match settings.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+    let running = match ratelimit_rls::start(&settings).await {
+        Ok(running) => running,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
+        _ = terminate => tracing::info!("terminated; stopping"),
+        _ = running.wait() => {}
+    }
+    std::process::ExitCode::SUCCESS
+}

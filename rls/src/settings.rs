@@ -1,0 +1,101 @@
+//! The service's settings: command-line flags, each also read from an
+//! environment variable (see `rls/README.md`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What to answer when Redis fails or does not answer within the timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailureMode {
+    /// Allow the request (`OK`), as if no limit applied.
+    Open,
+    /// Refuse the request (`OVER_LIMIT`).
+    Closed,
+}
+
+/// The output format of the logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "ratelimit-rls",
+    version,
+    about = "Envoy rate limit service backed by the redis-ratelimit module"
+)]
+pub struct Settings {
+    /// The rate limit configuration: a YAML file, or a directory of them
+    /// (every *.yaml and *.yml file), in envoyproxy/ratelimit's format.
+    #[arg(long, env = "RLS_CONFIG")]
+    pub config: PathBuf,
+
+    /// The gRPC address (envoy.service.ratelimit.v3.RateLimitService).
+    #[arg(long, env = "RLS_GRPC_ADDR", default_value = "127.0.0.1:8081")]
+    pub grpc_addr: SocketAddr,
+
+    /// The HTTP address of /metrics (Prometheus) and /healthcheck.
+    #[arg(long, env = "RLS_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    pub http_addr: SocketAddr,
+
+    /// Redis: a redis:// URL; with --redis-cluster, a comma-separated list of
+    /// seed nodes' URLs.
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub redis_url: String,
+
+    /// Redis is a Redis Cluster.
+    #[arg(long, env = "REDIS_CLUSTER", default_value_t = false)]
+    pub redis_cluster: bool,
+
+    /// The most one Redis call may take (connecting included), in ms; then
+    /// the failure mode answers.
+    #[arg(long, env = "REDIS_TIMEOUT_MS", default_value_t = 100)]
+    pub redis_timeout_ms: u64,
+
+    /// What to answer when Redis fails or times out: open (OK) or closed (OVER_LIMIT).
+    #[arg(long, env = "RLS_FAILURE_MODE", value_enum, default_value_t = FailureMode::Open)]
+    pub failure_mode: FailureMode,
+
+    /// The prefix of every Redis key.
+    #[arg(long, env = "RLS_KEY_PREFIX", default_value = "rls:")]
+    pub key_prefix: String,
+
+    /// Descriptor keys whose value becomes the keys' hash tag (comma-separated,
+    /// e.g. `user`): one user's limits then share a Redis Cluster slot.
+    #[arg(long, env = "RLS_HASH_TAG_KEYS", value_delimiter = ',')]
+    pub hash_tag_keys: Vec<String>,
+
+    /// How often the configuration is checked for changes, in ms.
+    #[arg(long, env = "RLS_RELOAD_INTERVAL_MS", default_value_t = 1000)]
+    pub reload_interval_ms: u64,
+
+    /// The near_limit statistic counts hits above this share of a limit.
+    #[arg(long, env = "NEAR_LIMIT_RATIO", default_value_t = 0.8)]
+    pub near_limit_ratio: f64,
+
+    /// Every request is answered OK (limits are still decided and counted).
+    #[arg(long, env = "SHADOW_MODE", default_value_t = false)]
+    pub global_shadow_mode: bool,
+
+    /// Add the IETF `RateLimit` and `RateLimit-Policy` response headers
+    /// (of the descriptor closest to its limit).
+    #[arg(long, env = "LIMIT_RESPONSE_HEADERS_ENABLED", default_value_t = false)]
+    pub response_headers: bool,
+
+    /// The log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// The log level or filter (tracing's EnvFilter syntax: info, debug, ratelimit_rls=debug).
+    #[arg(long, env = "LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+}
+
+impl Settings {
+    pub fn redis_timeout(&self) -> Duration {
+        Duration::from_millis(self.redis_timeout_ms.max(1))
+    }
+}
