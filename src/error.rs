@@ -81,8 +81,21 @@ pub enum Error {
     UnknownPolicy { name: PolicyName },
 
     /// A policy definition that is not `limit [SHADOW] [SOFT percent] [BLOCK duration]`.
-    #[error("ERR syntax error: expected a limit (its type and parameters), then [SHADOW] [SOFT percent] [BLOCK duration], each at most once")]
+    #[error("ERR syntax error: expected a limit (its type and parameters), then [SHADOW] [SOFT percent] [BLOCK duration] [RESET], each at most once")]
     PolicySyntax,
+
+    /// `RL.POLICY LOAD` with words other than `[REPLACE] [RESET]` before the text.
+    #[error("ERR syntax error: expected RL.POLICY LOAD [REPLACE] [RESET] text")]
+    LoadSyntax,
+
+    /// A client's `RL.POLICY SET` / `LOAD` that would change the algorithm
+    /// (or its variant) of an existing policy, without `RESET`.
+    #[error("ERR policy '{name}' is {from}; redefining it as {to} makes its limiters start over: add RESET to do so")]
+    PolicyAlgorithmChange {
+        name: PolicyName,
+        from: &'static str,
+        to: &'static str,
+    },
 
     /// `RL.LIMIT` options other than `[TOKENS n | REFUND n] [PEEK]`.
     #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] after the policy (BLOCK belongs to the policy: RL.POLICY SET … BLOCK duration)")]
