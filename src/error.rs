@@ -173,6 +173,21 @@ impl std::fmt::Display for PolicyName {
 /// Result type of the module's fallible functions.
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl Error {
+    /// Whether the stored value is not a state the called algorithm (or
+    /// variant) reads: `WRONGTYPE`, "not … state", the other `ALIGN` or
+    /// `BUCKETS`.
+    pub fn is_state_mismatch(&self) -> bool {
+        matches!(
+            self,
+            Error::WrongType
+                | Error::InvalidState { .. }
+                | Error::AlignMismatch { .. }
+                | Error::BucketsMismatch { .. }
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

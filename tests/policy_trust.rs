@@ -436,3 +436,181 @@ fn policy_help_lists_every_subcommand() {
     let lower: Vec<String> = query(&mut con, &["rl.policy", "help"]).unwrap();
     assert_eq!(lower, lines);
 }
+
+/// The state each command (and variant) writes, by a name for the table.
+const WRITERS: [(&str, &str); 8] = [
+    ("GCRA", "RL.GCRA k 9 10 60"),
+    ("TOKENBUCKET", "RL.TOKENBUCKET k 10 1 6"),
+    ("LEAKYBUCKET", "RL.LEAKYBUCKET k 10 1 6"),
+    ("FIXEDWINDOW", "RL.FIXEDWINDOW k 10 60"),
+    (
+        "FIXEDWINDOW ALIGN FIRST",
+        "RL.FIXEDWINDOW k 10 60 ALIGN FIRST",
+    ),
+    ("SLIDINGWINDOW", "RL.SLIDINGWINDOW k 10 60"),
+    (
+        "SLIDINGWINDOW BUCKETS 4",
+        "RL.SLIDINGWINDOW k 10 60 BUCKETS 4",
+    ),
+    ("SLIDINGLOG", "RL.SLIDINGLOG k 10 60"),
+];
+
+/// What the first `RL.LIMIT` under a policy reads from a key another
+/// algorithm wrote (3 calls of 1 token, every limiter 10 a minute):
+/// `Continues` — its state means the same instant (GCRA's TAT, a bucket's
+/// full-at: when the limiter is full again) or it is the same algorithm;
+/// `Fresh` — read as no key, the call is a new limiter's first.
+#[derive(Debug, PartialEq)]
+enum Read {
+    Continues,
+    Fresh,
+}
+
+fn expected_read(writer: &str, policy: &str) -> Read {
+    fn family(a: &str) -> &str {
+        match a {
+            "GCRA" | "TOKENBUCKET" | "LEAKYBUCKET" => "full-at",
+            other => other,
+        }
+    }
+    if family(writer) == family(policy) {
+        Read::Continues
+    } else {
+        Read::Fresh
+    }
+}
+
+#[test]
+fn a_policy_reads_another_algorithms_state_as_documented_for_every_pair() {
+    let server = Server::start();
+    let mut con = server.connect();
+    for (writer, command) in WRITERS {
+        for (policy, definition) in POLICY_ALGORITHMS {
+            let what = format!("{writer} read as {policy}");
+            let _: i64 = query(&mut con, &["DEL", "k"]).unwrap();
+            let mut set = vec!["RL.POLICY", "SET", "p"];
+            set.extend(definition.split(' '));
+            set.push("RESET");
+            ok(&mut con, &set);
+            let command: Vec<&str> = command.split(' ').collect();
+            for _ in 0..3 {
+                assert_eq!(call(&mut con, &command)[0], 0, "{what}");
+            }
+            let before: Vec<u8> = query(&mut con, &["DUMP", "k"]).unwrap();
+            // A PEEK and a limited call write nothing, whatever they read.
+            let peek = call(&mut con, &["RL.LIMIT", "k", "p", "PEEK"]);
+            let refused = call(&mut con, &["RL.LIMIT", "k", "p", "TOKENS", "11"]);
+            assert_eq!(refused[0], 1, "{what}");
+            let unchanged: Vec<u8> = query(&mut con, &["DUMP", "k"]).unwrap();
+            assert_eq!(unchanged, before, "{what}: PEEK or a refusal wrote");
+            let reply = call(&mut con, &["RL.LIMIT", "k", "p"]);
+            let expected = match expected_read(writer, policy) {
+                Read::Continues => 6,
+                Read::Fresh => 9,
+            };
+            assert_eq!(
+                (reply[0], reply[1], reply[2]),
+                (0, 10, expected),
+                "{what}: {reply:?}"
+            );
+            assert_eq!(peek[..3], reply[..3], "{what}: PEEK answers as the call");
+            let kind: String = query(&mut con, &["TYPE", "k"]).unwrap();
+            let want = if policy == "SLIDINGLOG" {
+                "zset"
+            } else {
+                "string"
+            };
+            assert_eq!(kind, want, "{what}: the key is the policy's type");
+            let ttl: i64 = query(&mut con, &["PTTL", "k"]).unwrap();
+            assert!(ttl > 0, "{what}: expires");
+        }
+    }
+    // The one collision that is not the same instant: a token bucket's
+    // `<full_at_us>:<remainder>` reads, under FIXEDWINDOW, as a window
+    // starting at the bucket's full-at with `remainder` tokens counted.
+    ok(
+        &mut con,
+        &["RL.POLICY", "SET", "p", "FIXEDWINDOW", "10", "60", "RESET"],
+    );
+    let _: i64 = query(&mut con, &["DEL", "k"]).unwrap();
+    call(
+        &mut con,
+        &["RL.TOKENBUCKET", "k", "10", "3", "7", "TOKENS", "4"],
+    );
+    let state: String = query(&mut con, &["GET", "k"]).unwrap();
+    let remainder: i64 = state.split(':').nth(1).unwrap().parse().unwrap();
+    assert!((1..3).contains(&remainder), "{state}");
+    let reply = call(&mut con, &["RL.LIMIT", "k", "p"]);
+    assert_eq!(reply[2], 9 - remainder, "{state}: {reply:?}");
+    assert!(
+        reply[4] > 60_000,
+        "the window ends after a minute: {reply:?}"
+    );
+
+    // Values the module never wrote keep their error and stay.
+    ok(&mut con, &["SET", "s", "hello"]);
+    let _: i64 = query(&mut con, &["ZADD", "z", "1", "a"]).unwrap();
+    let _: i64 = query(&mut con, &["HSET", "h", "f", "v"]).unwrap();
+    for key in ["s", "z", "h"] {
+        for (_, definition) in POLICY_ALGORITHMS {
+            let mut set = vec!["RL.POLICY", "SET", "p"];
+            set.extend(definition.split(' '));
+            set.push("RESET");
+            ok(&mut con, &set);
+            let e = call_err(&mut con, &["RL.LIMIT", key, "p"]);
+            assert!(
+                e.starts_with("ERR the value at this key is not") || e.starts_with("WRONGTYPE"),
+                "{key} under {definition}: {e}"
+            );
+        }
+    }
+    let score: f64 = query(&mut con, &["ZSCORE", "z", "a"]).unwrap();
+    assert_eq!(score, 1.0);
+    let field: String = query(&mut con, &["HGET", "h", "f"]).unwrap();
+    assert_eq!(field, "v");
+    let s: String = query(&mut con, &["GET", "s"]).unwrap();
+    assert_eq!(s, "hello");
+    // The commands themselves still refuse another algorithm's state.
+    call(&mut con, &["RL.GCRA", "g", "9", "10", "60"]);
+    let e = call_err(&mut con, &["RL.FIXEDWINDOW", "g", "10", "60"]);
+    assert!(
+        e.starts_with("ERR the value at this key is not RL.FIXEDWINDOW"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_replaced_key_is_the_same_on_replicas() {
+    let master = Server::start();
+    let mut m = master.connect();
+    let replica = Server::start();
+    let mut r = replica.connect();
+    let _: () = query(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .unwrap();
+    wait_for_sync(&mut r);
+    ok(&mut m, &["RL.POLICY", "SET", "p", "GCRA", "9", "10", "60"]);
+    call(&mut m, &["RL.LIMIT", "a", "p"]);
+    call(&mut m, &["RL.SLIDINGLOG", "b", "10", "60"]);
+    ok(
+        &mut m,
+        &["RL.POLICY", "SET", "p", "SLIDINGLOG", "10", "60", "RESET"],
+    );
+    assert_eq!(call(&mut m, &["RL.LIMIT", "a", "p"])[2], 9);
+    ok(
+        &mut m,
+        &["RL.POLICY", "SET", "p", "FIXEDWINDOW", "10", "60", "RESET"],
+    );
+    assert_eq!(call(&mut m, &["RL.LIMIT", "b", "p"])[2], 9);
+    let acked: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(acked, 1);
+    for key in ["a", "b"] {
+        let on_master: Vec<u8> = query(&mut m, &["DUMP", key]).unwrap();
+        let on_replica: Vec<u8> = query(&mut r, &["DUMP", key]).unwrap();
+        assert_eq!(on_master, on_replica, "{key}");
+    }
+    let kind: String = query(&mut r, &["TYPE", "a"]).unwrap();
+    assert_eq!(kind, "zset");
+}

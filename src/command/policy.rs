@@ -171,7 +171,10 @@ fn define(words: &[&[u8]], origin: Origin) -> Result<Definition> {
     }
     let nominal = parse_words(words, origin, |args| {
         let limit = (kind.parse)(args, 1)?;
-        let mut modes = Modes::default();
+        let mut modes = Modes {
+            policy: true,
+            ..Modes::default()
+        };
         let (mut soft, mut block, mut reset) = (None, None, false);
         let mut i = 1 + kind.params;
         while i < args.len() {
