@@ -268,6 +268,16 @@ mod tests {
     }
 
     proptest! {
+        /// `INFO` field names are one-to-one on valid names, and names
+        /// without `:` keep theirs.
+        #[test]
+        fn info_names_are_one_to_one(a in "[A-Za-z0-9_.:-]{1,8}", b in "[A-Za-z0-9_.:-]{1,8}") {
+            prop_assert_eq!(info_name(a.as_bytes()) == info_name(b.as_bytes()), a == b);
+            if !a.contains(':') {
+                prop_assert_eq!(info_name(a.as_bytes()), a.as_bytes().to_vec());
+            }
+        }
+
         /// A soft limit admits at least the nominal count and never less for
         /// a larger percent.
         #[test]
