@@ -93,8 +93,21 @@ pub enum Error {
     UnknownPolicy { name: PolicyName },
 
     /// A policy definition that is not `limit [SHADOW] [SOFT percent] [BLOCK duration]`.
-    #[error("ERR syntax error: expected a limit (its type and parameters), then [SHADOW] [SOFT percent] [BLOCK duration], each at most once")]
+    #[error("ERR syntax error: expected a limit (its type and parameters), then [SHADOW] [SOFT percent] [BLOCK duration] [RESET], each at most once")]
     PolicySyntax,
+
+    /// `RL.POLICY LOAD` with words other than `[REPLACE] [RESET]` before the text.
+    #[error("ERR syntax error: expected RL.POLICY LOAD [REPLACE] [RESET] text")]
+    LoadSyntax,
+
+    /// A client's `RL.POLICY SET` / `LOAD` that would change the algorithm
+    /// (or its variant) of an existing policy, without `RESET`.
+    #[error("ERR policy '{name}' is {from}; redefining it as {to} makes its limiters start over: add RESET to do so")]
+    PolicyAlgorithmChange {
+        name: PolicyName,
+        from: &'static str,
+        to: &'static str,
+    },
 
     /// `RL.LIMIT` options other than `[TOKENS n | REFUND n] [PEEK]`.
     #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] after the policy (BLOCK belongs to the policy: RL.POLICY SET … BLOCK duration)")]
@@ -171,6 +184,21 @@ impl std::fmt::Display for PolicyName {
 
 /// Result type of the module's fallible functions.
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Whether the stored value is not a state the called algorithm (or
+    /// variant) reads: `WRONGTYPE`, "not … state", the other `ALIGN` or
+    /// `BUCKETS`.
+    pub fn is_state_mismatch(&self) -> bool {
+        matches!(
+            self,
+            Error::WrongType
+                | Error::InvalidState { .. }
+                | Error::AlignMismatch { .. }
+                | Error::BucketsMismatch { .. }
+        )
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -450,10 +450,12 @@ fn setup_pool(con: &mut redis::Connection, batch: usize) -> Pool {
     for i in 0..8 {
         keys.push(format!("fresh:{batch}:{i}").into_bytes());
     }
-    // FLUSHALL leaves the policies: every batch starts from the same ones.
+    // FLUSHALL leaves the policies: every batch starts from the same ones
+    // (RESET: a batch may have changed their algorithms).
     let loaded: i64 = redis::cmd("RL.POLICY")
         .arg("LOAD")
         .arg("REPLACE")
+        .arg("RESET")
         .arg(BASE_POLICIES)
         .query(con)
         .expect("load the base policies");

@@ -307,7 +307,7 @@ fn shadow_soft_and_block_decide_as_documented() {
     );
     assert_eq!(
         stats(&mut con, "policy_shadow"),
-        "calls_allowed=4,calls_limited=0,tokens_allowed=4,shadow_limited=2,soft_over=0,blocked=0"
+        "calls_allowed=4,calls_limited=0,tokens_allowed=2,shadow_limited=2,soft_over=0,blocked=0"
     );
 
     // SOFT 20 on 10: 12 admitted; replies speak of the nominal 10.
@@ -358,7 +358,7 @@ fn shadow_soft_and_block_decide_as_documented() {
     assert!(replies.iter().all(|r| r[0] == 0 && r[1] == 2));
     assert_eq!(
         stats(&mut con, "policy_softshadow"),
-        "calls_allowed=5,calls_limited=0,tokens_allowed=5,shadow_limited=2,soft_over=1,blocked=0"
+        "calls_allowed=5,calls_limited=0,tokens_allowed=3,shadow_limited=2,soft_over=1,blocked=0"
     );
 }
 

@@ -20,6 +20,7 @@ pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod policy;
+pub mod recognize;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;

@@ -34,6 +34,23 @@ pub fn is_valid_name(name: &[u8]) -> bool {
             .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
 }
 
+/// The policy's name as its `INFO ratelimit` field shows it: the server
+/// writes `:` in a field name as `_`, which would give `a:b` and `a_b` the
+/// same field; so `:` is written `/` (never part of a name) and every other
+/// character stays. One-to-one on valid names; names without `:` keep their
+/// field name.
+///
+/// ```
+/// use redis_ratelimit::algorithm::policy::info_name;
+/// assert_eq!(info_name(b"api:free"), b"api/free");
+/// assert_eq!(info_name(b"api_free"), b"api_free");
+/// ```
+pub fn info_name(name: &[u8]) -> Vec<u8> {
+    name.iter()
+        .map(|&b| if b == b':' { b'/' } else { b })
+        .collect()
+}
+
 /// The count a soft limit admits where the nominal one admits `count`:
 /// ⌊count × (100 + percent) / 100⌋. `None` on overflow or for a percent out
 /// of 1–1000.
@@ -123,10 +140,11 @@ pub fn lines(text: &[u8]) -> impl Iterator<Item = Line<'_>> {
         .enumerate()
         .filter_map(|(i, line)| {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let words: Vec<&[u8]> = line
-                .split(u8::is_ascii_whitespace)
-                .filter(|w| !w.is_empty())
-                .collect();
+            let mut words: Vec<&[u8]> = Vec::with_capacity(8);
+            words.extend(
+                line.split(u8::is_ascii_whitespace)
+                    .filter(|w| !w.is_empty()),
+            );
             match words.first() {
                 None => None,
                 Some(first) if first.starts_with(b"#") => None,
@@ -250,6 +268,16 @@ mod tests {
     }
 
     proptest! {
+        /// `INFO` field names are one-to-one on valid names, and names
+        /// without `:` keep theirs.
+        #[test]
+        fn info_names_are_one_to_one(a in "[A-Za-z0-9_.:-]{1,8}", b in "[A-Za-z0-9_.:-]{1,8}") {
+            prop_assert_eq!(info_name(a.as_bytes()) == info_name(b.as_bytes()), a == b);
+            if !a.contains(':') {
+                prop_assert_eq!(info_name(a.as_bytes()), a.as_bytes().to_vec());
+            }
+        }
+
         /// A soft limit admits at least the nominal count and never less for
         /// a larger percent.
         #[test]

@@ -19,14 +19,52 @@ pub fn is_keyword(word: &[u8], name: &[u8]) -> bool {
     word.len() == name.len() && word.iter().zip(name).all(|(w, n)| (w | 0x20) == (n | 0x20))
 }
 
+/// Where a limit's definition comes from, which decides whether this
+/// server's definition-time bounds apply (settings such as
+/// `sliding-log-max-limit`). The one place such bounds are waived:
+/// every bound a parser checks asks [`Origin::checks_local_bounds`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// A client's command (`RL.*`, `RL.POLICY SET` / `LOAD`): every bound
+    /// of this server applies.
+    #[default]
+    Client,
+    /// A definition its master (or the server that wrote the file) already
+    /// accepted: an RDB's policies, an AOF replay, the replication stream.
+    /// This server's own bounds do not apply, so that policies load
+    /// wherever their master accepted them.
+    Accepted,
+}
+
+impl Origin {
+    /// Whether this server's definition-time bounds apply.
+    pub fn checks_local_bounds(self) -> bool {
+        self == Origin::Client
+    }
+}
+
 /// The arguments of one call, `argv[0]` being the command name.
 pub struct Args<'a> {
     argv: &'a [Arg<'a>],
+    origin: Origin,
 }
 
 impl<'a> Args<'a> {
     pub(crate) fn new(argv: &'a [Arg<'a>]) -> Self {
-        Self { argv }
+        Self {
+            argv,
+            origin: Origin::Client,
+        }
+    }
+
+    /// Arguments of a definition from `origin` (a policy's limit).
+    pub(crate) fn with_origin(argv: &'a [Arg<'a>], origin: Origin) -> Self {
+        Self { argv, origin }
+    }
+
+    /// Where these arguments come from.
+    pub fn origin(&self) -> Origin {
+        self.origin
     }
 
     /// Number of arguments, including the command name.

@@ -21,6 +21,7 @@ use crate::algorithm::bucket_window::{self, BucketWindow};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::leaky_bucket::LeakyBucket;
+use crate::algorithm::recognize::is_limiter_state;
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog};
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::token_bucket::TokenBucket;
@@ -28,7 +29,7 @@ use crate::algorithm::{all, policy};
 use crate::algorithm::{Algorithm, Decision, RefundWrite, STATE_BUF_LEN};
 use crate::error::{Error, Result};
 use crate::server::effects::{self, EventClass};
-use crate::server::key::Key;
+use crate::server::key::{Key, KeyKind};
 use crate::server::string::{Arg, OwnedString};
 use crate::server::Ctx;
 use crate::time::{ceil_ms, server_now_us};
@@ -64,6 +65,10 @@ pub struct Modes {
     pub nominal_limit: Option<i64>,
     /// The policy's `BLOCK`, µs; with the call's `BLOCK` too, the longer one.
     pub block_us: Option<i64>,
+    /// A policy's limit: a key holding another algorithm's state (the
+    /// policy's algorithm changed, `RL.POLICY SET … RESET`) reads as no key,
+    /// and a write replaces it (see [`plan`]).
+    pub policy: bool,
 }
 
 /// What one limit did in a call: its policy's statistics.
@@ -161,6 +166,9 @@ struct Planned<'a> {
     /// an allowed request or a refund, or, when this limit refuses, the
     /// block `BLOCK` asked for (the two never both exist).
     write: Write,
+    /// The key holds another algorithm's state, read as no key: a write
+    /// replaces it.
+    replace: bool,
 }
 
 /// What was written to one key, to propagate and announce once every key
@@ -202,7 +210,7 @@ pub fn run_rule(
     if options.peek {
         return Ok(answer);
     }
-    let effect = apply(ctx, &mut key, &p.write)?;
+    let effect = apply_planned(ctx, &mut key, &p)?;
     drop(key); // closes it
     let mut propagating = None;
     announce(ctx, name, &effect, &mut propagating)?;
@@ -262,7 +270,7 @@ pub fn run(
     let mut effects: Few<Effect> = Few::with_capacity(planned.len());
     for (key, p) in keys.iter_mut().zip(&planned) {
         effects.push(if allowed || p.decision.limited {
-            apply(ctx, key, &p.write)?
+            apply_planned(ctx, key, p)?
         } else {
             Effect::Nothing
         });
@@ -330,6 +338,7 @@ fn planned<'a>(
             shadow_limited: true,
             soft_over: false,
             write: Write::Nothing,
+            replace: false,
         };
     }
     Planned {
@@ -340,6 +349,7 @@ fn planned<'a>(
         shadow_limited: false,
         soft_over,
         write,
+        replace: false,
     }
 }
 
@@ -352,20 +362,55 @@ fn plan<'a>(
     options: &Options,
 ) -> Result<(Key<'a>, Planned<'a>)> {
     let key = Key::open(ctx, name)?;
-    let at = At {
+    let mut at = At {
         now_us,
         options,
         modes,
+        fresh: false,
     };
+    match plan_key(ctx, key, name, limit, &at) {
+        // Under a policy, another algorithm's state (or variant's) reads as
+        // no key; anything the module did not write keeps its error.
+        Err(e) if modes.policy && e.is_state_mismatch() => {
+            let key = Key::open(ctx, name)?;
+            if !holds_limiter_state(ctx, &key)? {
+                return Err(e);
+            }
+            at.fresh = true;
+            let (key, mut p) = plan_key(ctx, key, name, limit, &at)?;
+            p.replace = true;
+            Ok((key, p))
+        }
+        planned => planned,
+    }
+}
+
+/// Whether `key` holds a state some command of the module wrote: a string
+/// state of any algorithm, or a sliding log.
+fn holds_limiter_state(ctx: Ctx, key: &Key) -> Result<bool> {
+    Ok(match key.kind()? {
+        KeyKind::String => key.string()?.is_some_and(is_limiter_state),
+        KeyKind::SortedSet => ZsetLog::open(ctx, key).is_ok_and(|log| log.is_some()),
+        _ => false,
+    })
+}
+
+fn plan_key<'a>(
+    ctx: Ctx,
+    key: Key<'a>,
+    name: Arg<'a>,
+    limit: &Limit,
+    at: &At,
+) -> Result<(Key<'a>, Planned<'a>)> {
     match limit {
-        Limit::Gcra(a) => plan_string(key, name, a, "RL.GCRA", &at),
-        Limit::TokenBucket(a) => plan_string(key, name, a, "RL.TOKENBUCKET", &at),
-        Limit::LeakyBucket(a) => plan_string(key, name, a, "RL.LEAKYBUCKET", &at),
-        Limit::FixedWindow(a) => plan_string(key, name, a, "RL.FIXEDWINDOW", &at),
-        Limit::SlidingWindow(a) => plan_string(key, name, a, "RL.SLIDINGWINDOW", &at),
-        Limit::Throttle(a) => plan_string(key, name, a, "CL.THROTTLE", &at),
-        Limit::BucketWindow(a) => plan_buckets(key, name, a, &at),
-        Limit::SlidingLog(a) => plan_log(ctx, key, name, a, &at),
+        Limit::Gcra(a) => plan_string(key, name, a, "RL.GCRA", at),
+        Limit::TokenBucket(a) => plan_string(key, name, a, "RL.TOKENBUCKET", at),
+        Limit::LeakyBucket(a) => plan_string(key, name, a, "RL.LEAKYBUCKET", at),
+        Limit::FixedWindow(a) => plan_string(key, name, a, "RL.FIXEDWINDOW", at),
+        Limit::SlidingWindow(a) => plan_string(key, name, a, "RL.SLIDINGWINDOW", at),
+        Limit::Throttle(a) => plan_string(key, name, a, "CL.THROTTLE", at),
+        Limit::BucketWindow(a) => plan_buckets(key, name, a, at),
+        Limit::SlidingLog(a) => plan_log(ctx, key, name, a, at),
     }
 }
 
@@ -374,6 +419,8 @@ struct At<'o> {
     now_us: i64,
     options: &'o Options,
     modes: &'o Modes,
+    /// Read the key as missing (it holds another algorithm's state).
+    fresh: bool,
 }
 
 /// A string write of `inner` (an algorithm's encoding), behind a block
@@ -414,7 +461,7 @@ fn plan_string<'a, A: Algorithm>(
     let (now_us, options) = (at.now_us, at.options);
     let block_us = longer(options.block_us, at.modes.block_us);
     let invalid = Error::InvalidState { command };
-    let stored = key.string()?;
+    let stored = if at.fresh { None } else { key.string()? };
     let old_len = stored.map(<[u8]>::len);
     let (blocked_until_us, inner_bytes) = match stored {
         None => (None, &[][..]),
@@ -529,7 +576,7 @@ fn plan_buckets<'a>(
     let invalid = Error::InvalidState {
         command: "RL.SLIDINGWINDOW",
     };
-    let stored = key.string()?;
+    let stored = if at.fresh { None } else { key.string()? };
     let old_len = stored.map(<[u8]>::len);
     let (blocked_until_us, inner_bytes) = match stored {
         None => (None, &[][..]),
@@ -615,7 +662,11 @@ fn plan_log<'a>(
 ) -> Result<(Key<'a>, Planned<'a>)> {
     let (now_us, options) = (at.now_us, at.options);
     let block_us = longer(options.block_us, at.modes.block_us);
-    let zset = ZsetLog::open(ctx, &key)?;
+    let zset = if at.fresh {
+        None
+    } else {
+        ZsetLog::open(ctx, &key)?
+    };
     let blocked_until_us = zset.as_ref().and_then(ZsetLog::blocked_until_us);
     let in_force = blocked_until_us.filter(|&until| until > now_us);
     let next_member = zset
@@ -684,6 +735,19 @@ fn plan_log<'a>(
 }
 
 /// Applies `write` to the open `key`; what to propagate and announce.
+/// [`apply`], replacing first a key that holds another algorithm's state.
+fn apply_planned<'w>(ctx: Ctx, key: &mut Key, p: &'w Planned) -> Result<Effect<'w>> {
+    if p.replace && !matches!(p.write, Write::Nothing) {
+        key.delete()?;
+        if matches!(p.write, Write::LogTake { .. } | Write::LogBlock { .. }) {
+            // Replicas and the AOF hold the string too: their ZADD needs it
+            // gone (a SET replaces any type by itself).
+            effects::replicate_del(ctx, p.name)?;
+        }
+    }
+    apply(ctx, key, &p.write)
+}
+
 fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Effect<'w>> {
     Ok(match *write {
         Write::Nothing => Effect::Nothing,

@@ -221,9 +221,11 @@ subcommand_entry_point!(rl_policy_list, 3);
 subcommand_entry_point!(rl_policy_load, 4);
 subcommand_entry_point!(rl_policy_dump, 5);
 subcommand_entry_point!(rl_policy_resetstats, 6);
+subcommand_entry_point!(rl_policy_stats, 7);
+subcommand_entry_point!(rl_policy_help, 8);
 
 /// The entry points of [`policy::SUBCOMMANDS`], in order.
-const SUBCOMMAND_ENTRIES: [EntryPoint; 7] = [
+const SUBCOMMAND_ENTRIES: [EntryPoint; 9] = [
     rl_policy_set,
     rl_policy_get,
     rl_policy_del,
@@ -231,6 +233,8 @@ const SUBCOMMAND_ENTRIES: [EntryPoint; 7] = [
     rl_policy_load,
     rl_policy_dump,
     rl_policy_resetstats,
+    rl_policy_stats,
+    rl_policy_help,
 ];
 
 /// A call of an `RL.POLICY` subcommand: arity, the handler, its reply.
@@ -381,7 +385,10 @@ fn register_policy_container(
                 sub.full_name.to_string_lossy()
             ));
         }
-        if let Err(why) = registry::document(ctx, sub.full_name, sub.doc, own_category) {
+        // The changing subcommands are @admin @dangerous only: not in the
+        // module's own category (a `+@ratelimit` user must not change them).
+        let own = if sub.changes { None } else { own_category };
+        if let Err(why) = registry::document(ctx, sub.full_name, sub.doc, own) {
             ctx.log_warning(&format!("ratelimit: {why}"));
         }
     }

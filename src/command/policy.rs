@@ -2,9 +2,9 @@
 //! `RL.LIMIT key policy` and `RL.ALL … POLICY name`, managed by
 //!
 //! ```text
-//! RL.POLICY SET name limit [SHADOW] [SOFT percent] [BLOCK duration]
-//! RL.POLICY GET name | DEL name | LIST | DUMP | RESETSTATS
-//! RL.POLICY LOAD [REPLACE] text
+//! RL.POLICY SET name limit [SHADOW] [SOFT percent] [BLOCK duration] [RESET]
+//! RL.POLICY GET name | DEL name | STATS name | LIST | DUMP | RESETSTATS | HELP
+//! RL.POLICY LOAD [REPLACE] [RESET] text
 //! ```
 //!
 //! `limit` is a limit of `RL.ALL`'s grammar or `LEAKYBUCKET capacity
@@ -14,20 +14,29 @@
 //! files carry them as module auxiliary data ([`crate::server::rdb`]), and a
 //! replica's full sync, `DEBUG RELOAD` or a restart replaces them with the
 //! loaded file's. `FLUSHALL` leaves them. Each policy has its statistics
-//! (`INFO ratelimit`, `policy_<name>` lines), kept across `SET`s of the same
-//! name.
+//! (`INFO ratelimit`, `policy_<name>` lines for the first
+//! [`INFO_POLICY_LINES`] names; `RL.POLICY STATS name` for any), kept across
+//! `SET`s of the same name.
+//!
+//! A client's `SET` or `LOAD` that would change an existing policy's
+//! algorithm (or its variant: `ALIGN FIRST`, `BUCKETS`) is refused unless it
+//! says `RESET`: the limiters of that policy start over. Definitions that
+//! come from the master, an AOF or an RDB ([`Origin::Accepted`]) are never
+//! refused for that, nor for this server's own bounds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::ffi::{c_int, CString};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::all::{limit_kind, Count};
-use super::args::{is_keyword, Args};
+use super::args::{is_keyword, Args, Origin};
 use super::limiter::{Limit, Modes};
 use super::stats::CommandStats;
 use super::{docs, settings};
+use crate::algorithm::fixed_window::Align;
 use crate::algorithm::policy::{
-    is_dumpable_word, is_valid_name, lines, soft_count, SOFT_PERCENT_MAX, SOFT_PERCENT_MIN,
+    info_name, is_dumpable_word, is_valid_name, lines, soft_count, SOFT_PERCENT_MAX,
+    SOFT_PERCENT_MIN,
 };
 use crate::error::{Error, PolicyName, Result};
 use crate::server::info::InfoWriter;
@@ -38,10 +47,12 @@ use crate::server::{effects, Ctx};
 
 /// One policy.
 pub struct Policy {
-    /// The words after the name, as `SET` takes them back (`GET`, `DUMP`):
-    /// the limit's keyword upper case, its parameters as given, then
-    /// `SHADOW`, `SOFT percent`, `BLOCK duration` in that order.
-    pub words: Vec<Vec<u8>>,
+    /// The words after the name, as `SET` takes them back (`GET`, `DUMP`),
+    /// joined by single spaces: the limit's keyword upper case, its
+    /// parameters as given, then `SHADOW`, `SOFT percent`, `BLOCK duration`
+    /// in that order. (One allocation per policy: loading and dropping
+    /// 100k policies stays cheap.)
+    pub text: Vec<u8>,
     /// The limit that decides: the nominal one, scaled up by `SOFT`.
     pub limit: Limit,
     pub modes: Modes,
@@ -80,38 +91,99 @@ pub fn find(name: &[u8]) -> Result<Arc<Policy>> {
 
 /// A policy definition, parsed.
 struct Definition {
-    words: Vec<Vec<u8>>,
+    text: Vec<u8>,
     limit: Limit,
     modes: Modes,
+    /// `RESET`: the definition may change the algorithm of the policy it
+    /// replaces (never stored: `GET` and `DUMP` leave it out).
+    reset: bool,
+}
+
+/// Where the current call's definitions come from: the master (the
+/// replication stream) or an AOF being replayed, else a client.
+fn origin(ctx: Ctx) -> Origin {
+    use redis_module::raw::{REDISMODULE_CTX_FLAGS_LOADING, REDISMODULE_CTX_FLAGS_REPLICATED};
+    let flags = effects::context_flags(ctx);
+    if flags & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING) != 0 {
+        Origin::Accepted
+    } else {
+        Origin::Client
+    }
+}
+
+/// The algorithm of a limit with its variant, as `RL.POLICY SET` names it:
+/// limiters of two limits of the same variant read each other's state.
+pub fn variant(limit: &Limit) -> &'static str {
+    match limit {
+        Limit::Gcra(_) => "GCRA",
+        Limit::TokenBucket(_) => "TOKENBUCKET",
+        Limit::LeakyBucket(_) => "LEAKYBUCKET",
+        Limit::FixedWindow(w) if w.align() == Align::First => "FIXEDWINDOW ALIGN FIRST",
+        Limit::FixedWindow(_) => "FIXEDWINDOW",
+        Limit::SlidingWindow(_) => "SLIDINGWINDOW",
+        Limit::BucketWindow(_) => "SLIDINGWINDOW BUCKETS",
+        Limit::SlidingLog(_) => "SLIDINGLOG",
+        Limit::Throttle(_) => "CL.THROTTLE",
+    }
+}
+
+/// Refuses a client's definition that changes the variant of the policy it
+/// replaces without `RESET` (`reset`, or the definition's own).
+fn check_change(
+    name: &[u8],
+    old: &Policy,
+    new: &Definition,
+    origin: Origin,
+    reset: bool,
+) -> Result<()> {
+    let (from, to) = (variant(&old.limit), variant(&new.limit));
+    if from == to || reset || new.reset || !origin.checks_local_bounds() {
+        return Ok(());
+    }
+    Err(Error::PolicyAlgorithmChange {
+        name: PolicyName::new(name),
+        from,
+        to,
+    })
 }
 
 /// Parses `words` as the command's own parser would: each word becomes a
-/// server string, read as a command argument.
-fn parse_words<T>(words: &[&[u8]], parse: impl FnOnce(&Args) -> Result<T>) -> Result<T> {
+/// server string, read as a command argument from `origin`.
+fn parse_words<T>(
+    words: &[&[u8]],
+    origin: Origin,
+    parse: impl FnOnce(&Args) -> Result<T>,
+) -> Result<T> {
     let owned = words
         .iter()
         .map(|w| OwnedString::detached_bytes(w))
         .collect::<Result<Vec<_>>>()?;
     let argv: Vec<Arg> = owned.iter().map(OwnedString::as_arg).collect();
-    parse(&Args::new(&argv))
+    parse(&Args::with_origin(&argv, origin))
 }
 
-/// Parses `limit [SHADOW] [SOFT percent] [BLOCK duration]`.
-fn define(words: &[&[u8]]) -> Result<Definition> {
+/// Parses `limit [SHADOW] [SOFT percent] [BLOCK duration] [RESET]`.
+fn define(words: &[&[u8]], origin: Origin) -> Result<Definition> {
     let first = words.first().ok_or(Error::PolicySyntax)?;
     let kind = limit_kind(first).ok_or(Error::UnknownPolicyLimit)?;
     if words.len() < 1 + kind.params {
         return Err(Error::PolicySyntax);
     }
-    let nominal = parse_words(words, |args| {
+    let nominal = parse_words(words, origin, |args| {
         let limit = (kind.parse)(args, 1)?;
-        let mut modes = Modes::default();
-        let (mut soft, mut block) = (None, None);
+        let mut modes = Modes {
+            policy: true,
+            ..Modes::default()
+        };
+        let (mut soft, mut block, mut reset) = (None, None, false);
         let mut i = 1 + kind.params;
         while i < args.len() {
             let word = args.bytes(i)?;
             if is_keyword(word, b"SHADOW") && !modes.shadow {
                 modes.shadow = true;
+                i += 1;
+            } else if is_keyword(word, b"RESET") && !reset {
+                reset = true;
                 i += 1;
             } else if is_keyword(word, b"SOFT") && soft.is_none() && i + 1 < args.len() {
                 let percent = args.integer(i + 1, "SOFT")?;
@@ -131,19 +203,37 @@ fn define(words: &[&[u8]]) -> Result<Definition> {
                 return Err(Error::PolicySyntax);
             }
         }
-        Ok((limit, modes, soft, block))
+        Ok((limit, modes, soft, block, reset))
     })?;
-    let (mut limit, mut modes, soft, block) = nominal;
-    // The words as SET takes them back.
-    let mut canonical: Vec<Vec<u8>> = Vec::with_capacity(words.len());
-    canonical.push(kind.name.to_vec());
-    canonical.extend(words[1..=kind.params].iter().map(|w| w.to_vec()));
-    if modes.shadow {
-        canonical.push(b"SHADOW".to_vec());
+    let (mut limit, mut modes, soft, block, reset) = nominal;
+    // The words as SET takes them back, joined by spaces.
+    let mut canonical: Vec<u8> = Vec::with_capacity(words.iter().map(|w| w.len() + 1).sum());
+    let mut push = |word: &[u8]| {
+        if !canonical.is_empty() {
+            canonical.push(b' ');
+        }
+        canonical.extend_from_slice(word);
+        is_dumpable_word(word)
+    };
+    let mut dumpable = push(kind.name);
+    for word in &words[1..=kind.params] {
+        dumpable &= push(word);
     }
-    if let Some((percent, at)) = soft {
-        canonical.push(b"SOFT".to_vec());
-        canonical.push(words[at].to_vec());
+    if modes.shadow {
+        push(b"SHADOW");
+    }
+    if let Some((_, at)) = soft {
+        push(b"SOFT");
+        dumpable &= push(words[at]);
+    }
+    if let Some(at) = block {
+        push(b"BLOCK");
+        dumpable &= push(words[at]);
+    }
+    if !dumpable {
+        return Err(Error::PolicySyntax);
+    }
+    if let Some((percent, _)) = soft {
         // Scale every count, then parse the scaled limit as its command would.
         let mut scaled: Vec<Vec<u8>> = words[..=kind.params].iter().map(|w| w.to_vec()).collect();
         let mut nominal_limit = None;
@@ -159,65 +249,76 @@ fn define(words: &[&[u8]]) -> Result<Definition> {
             scaled[1 + pos] = (scaled_count - to_param).to_string().into_bytes();
         }
         let scaled_words: Vec<&[u8]> = scaled.iter().map(Vec::as_slice).collect();
-        limit = parse_words(&scaled_words, |args| (kind.parse)(args, 1))?;
+        limit = parse_words(&scaled_words, origin, |args| (kind.parse)(args, 1))?;
         modes.nominal_limit = nominal_limit;
     }
-    if let Some(at) = block {
-        canonical.push(b"BLOCK".to_vec());
-        canonical.push(words[at].to_vec());
-    }
-    if !canonical.iter().all(|w| is_dumpable_word(w)) {
-        return Err(Error::PolicySyntax);
-    }
     Ok(Definition {
-        words: canonical,
+        text: canonical,
         limit,
         modes,
+        reset,
     })
 }
 
 /// Parses one `name limit [options]` entry; the name is checked.
-fn entry(name: &[u8], words: &[&[u8]]) -> Result<(Vec<u8>, Definition)> {
+fn entry(name: &[u8], words: &[&[u8]], origin: Origin) -> Result<(Vec<u8>, Definition)> {
     if !is_valid_name(name) {
         return Err(Error::PolicyName);
     }
-    Ok((name.to_vec(), define(words)?))
+    Ok((name.to_vec(), define(words, origin)?))
 }
 
 /// The policy of `definition`, with the statistics of the policy of the same
 /// name in `previous` (a `SET` that replaces one keeps its counts).
 fn policy(name: &[u8], d: Definition, previous: Option<&Policies>) -> Arc<Policy> {
-    let stats = previous
-        .and_then(|map| map.get(name))
-        .map(|p| Arc::clone(&p.stats))
-        .unwrap_or_default();
+    let previous = previous.and_then(|map| map.get(name));
+    policy_after(d, previous.map(Arc::as_ref))
+}
+
+/// The policy of `definition`, with the statistics of `previous`.
+fn policy_after(d: Definition, previous: Option<&Policy>) -> Arc<Policy> {
+    let stats = previous.map(|p| Arc::clone(&p.stats)).unwrap_or_default();
     Arc::new(Policy {
-        words: d.words,
+        text: d.text,
         limit: d.limit,
         modes: d.modes,
         stats,
     })
 }
 
+/// `ERR line N: …` for an error of line `number` of a `LOAD` text.
+fn at_line(number: usize, e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    let text = text.strip_prefix("ERR ").unwrap_or(&text);
+    format!("ERR line {number}: {text}")
+}
+
+/// One parsed entry of a `LOAD` text: its line number, name, definition.
+type Parsed = (usize, Vec<u8>, Definition);
+
 /// Parses a `DUMP` / `LOAD` text: every entry, or the first error with its
-/// line number (`ERR line N: …`).
-fn parse_text(text: &[u8]) -> std::result::Result<Vec<(Vec<u8>, Definition)>, String> {
-    let mut parsed: Vec<(Vec<u8>, Definition)> = Vec::new();
+/// line number (`ERR line N: …`). Linear in the text: a hash set finds a
+/// name defined twice.
+fn parse_text(text: &[u8], origin: Origin) -> std::result::Result<Vec<Parsed>, String> {
+    // At most one entry a line: sized once, never moved while growing.
+    let most = text.iter().filter(|&&b| b == b'\n').count() + 1;
+    let mut parsed: Vec<Parsed> = Vec::with_capacity(most);
+    let mut seen: HashSet<&[u8]> = HashSet::with_capacity(most);
     for line in lines(text) {
-        let at_line = |e: &dyn std::fmt::Display| {
-            let text = e.to_string();
-            let text = text.strip_prefix("ERR ").unwrap_or(&text).to_string();
-            format!("ERR line {}: {text}", line.number)
-        };
-        let (name, rest) = line.words.split_first().ok_or_else(|| at_line(&"empty"))?;
-        let (name, definition) = entry(name, rest).map_err(|e| at_line(&e))?;
-        if parsed.iter().any(|(n, _)| *n == name) {
-            return Err(at_line(&format!(
-                "policy '{}' is defined twice",
-                PolicyName::new(&name)
-            )));
+        let number = line.number;
+        let (&name, rest) = line
+            .words
+            .split_first()
+            .ok_or_else(|| at_line(number, &"empty"))?;
+        let (name_owned, definition) =
+            entry(name, rest, origin).map_err(|e| at_line(number, &e))?;
+        if !seen.insert(name) {
+            return Err(at_line(
+                number,
+                &format!("policy '{}' is defined twice", PolicyName::new(name)),
+            ));
         }
-        parsed.push((name, definition));
+        parsed.push((number, name_owned, definition));
     }
     Ok(parsed)
 }
@@ -227,10 +328,8 @@ fn dump_text(map: &Policies) -> Vec<u8> {
     let mut out = Vec::new();
     for (name, policy) in map {
         out.extend_from_slice(name);
-        for word in &policy.words {
-            out.push(b' ');
-            out.extend_from_slice(word);
-        }
+        out.push(b' ');
+        out.extend_from_slice(&policy.text);
         out.push(b'\n');
     }
     out
@@ -275,9 +374,13 @@ fn set(ctx: Ctx, args: &Args) -> Result<Reply> {
     let words = (3..args.len())
         .map(|i| args.bytes(i))
         .collect::<Result<Vec<_>>>()?;
-    let (name, definition) = entry(name, &words)?;
+    let origin = origin(ctx);
+    let (name, definition) = entry(name, &words, origin)?;
     {
         let mut map = policies();
+        if let Some(old) = map.get(&name) {
+            check_change(&name, old, &definition, origin, false)?;
+        }
         let new = policy(&name, definition, Some(&map));
         map.insert(name, new);
     }
@@ -289,7 +392,12 @@ fn get(_ctx: Ctx, args: &Args) -> Result<Reply> {
     on()?;
     let name = name_arg(args)?;
     Ok(match policies().get(name) {
-        Some(p) => Reply::Array(p.words.iter().cloned().map(Reply::Bulk).collect()),
+        Some(p) => Reply::Array(
+            p.text
+                .split(|&b| b == b' ')
+                .map(|w| Reply::Bulk(w.to_vec()))
+                .collect(),
+        ),
         None => Reply::Null,
     })
 }
@@ -316,33 +424,122 @@ fn dump(_ctx: Ctx, _args: &Args) -> Result<Reply> {
     Ok(Reply::Bulk(dump_text(&policies())))
 }
 
+/// `RL.POLICY LOAD [REPLACE] [RESET] text`: every line is parsed and
+/// checked before anything changes (a refused last line costs no more than
+/// a successful load); then the map takes the entries in place.
 fn load(ctx: Ctx, args: &Args) -> Result<Reply> {
     on_or_carried(ctx)?;
-    let (replace, text) = match args.len() {
-        3 => (false, args.bytes(2)?),
-        4 if is_keyword(args.bytes(2)?, b"REPLACE") => (true, args.bytes(3)?),
-        _ => return Err(Error::PolicySyntax),
-    };
-    let parsed = match parse_text(text) {
+    let last = args.len().checked_sub(1).ok_or(Error::PolicySyntax)?;
+    let (mut replace, mut reset) = (false, false);
+    for i in 2..last {
+        let word = args.bytes(i)?;
+        if is_keyword(word, b"REPLACE") && !replace {
+            replace = true;
+        } else if is_keyword(word, b"RESET") && !reset {
+            reset = true;
+        } else {
+            return Err(Error::LoadSyntax);
+        }
+    }
+    let text = args.bytes(last)?;
+    let origin = origin(ctx);
+    let parsed = match parse_text(text, origin) {
         Ok(parsed) => parsed,
         Err(message) => return Ok(Reply::Error(message)),
     };
     let count = parsed.len();
     {
         let mut map = policies();
-        let mut new = if replace {
-            Policies::new()
-        } else {
-            map.clone()
-        };
-        for (name, definition) in parsed {
-            let p = policy(&name, definition, Some(&map));
-            new.insert(name, p);
+        for (number, name, definition) in &parsed {
+            if let Some(old) = map.get(name) {
+                if let Err(e) = check_change(name, old, definition, origin, reset) {
+                    return Ok(Reply::Error(at_line(*number, &e)));
+                }
+            }
         }
-        *map = new;
+        if replace || map.is_empty() {
+            // A new map, built in one pass from the entries sorted by name;
+            // the statistics of the policies of the same name carry over,
+            // found by walking the previous map alongside.
+            let previous = std::mem::take(&mut *map);
+            let mut parsed = parsed;
+            parsed.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+            let mut before = previous.iter().peekable();
+            *map = parsed
+                .into_iter()
+                .map(|(_, name, definition)| {
+                    while before.next_if(|(n, _)| **n < name).is_some() {}
+                    let same = before
+                        .next_if(|(n, _)| **n == name)
+                        .map(|(_, p)| p.as_ref());
+                    let p = policy_after(definition, same);
+                    (name, p)
+                })
+                .collect();
+            drop(before);
+            drop(previous);
+        } else {
+            for (_, name, definition) in parsed {
+                let p = policy(&name, definition, Some(&map));
+                map.insert(name, p);
+            }
+        }
     }
     effects::replicate_verbatim(ctx);
     Ok(Reply::Integer(count as i64))
+}
+
+fn stats(_ctx: Ctx, args: &Args) -> Result<Reply> {
+    on()?;
+    let name = name_arg(args)?;
+    Ok(match policies().get(name) {
+        Some(p) => Reply::Array(
+            p.stats
+                .fields()
+                .iter()
+                .flat_map(|(field, value)| {
+                    [
+                        Reply::Bulk(field.to_bytes().to_vec()),
+                        Reply::Integer(i64::try_from(*value).unwrap_or(i64::MAX)),
+                    ]
+                })
+                .collect(),
+        ),
+        None => Reply::Null,
+    })
+}
+
+/// `RL.POLICY HELP`: one line per subcommand, as Redis's containers answer.
+const HELP: &[&str] = &[
+    "RL.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "SET <name> <limit> [SHADOW] [SOFT <percent>] [BLOCK <duration>] [RESET]",
+    "    Create or replace a policy. <limit> is GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW,",
+    "    SLIDINGWINDOW or SLIDINGLOG with its parameters. RESET allows changing the algorithm",
+    "    of an existing policy (its limiters start over).",
+    "GET <name>",
+    "    The policy's definition as SET takes it, or nil.",
+    "DEL <name>",
+    "    Delete a policy: 1 if it existed, else 0.",
+    "LIST",
+    "    The names of every policy, sorted.",
+    "DUMP",
+    "    Every policy, one 'name limit [options]' a line, as LOAD takes it.",
+    "LOAD [REPLACE] [RESET] <text>",
+    "    Set every policy of a text, all or nothing. REPLACE deletes the others; RESET as in SET.",
+    "STATS <name>",
+    "    The policy's statistics (the fields of its INFO ratelimit line), or nil.",
+    "RESETSTATS",
+    "    Zero the statistics of every policy and every command.",
+    "HELP",
+    "    Print this help.",
+];
+
+fn help(_ctx: Ctx, _args: &Args) -> Result<Reply> {
+    Ok(Reply::Array(
+        HELP.iter()
+            .map(|l| Reply::Bulk(l.as_bytes().to_vec()))
+            .collect(),
+    ))
 }
 
 fn reset_stats(_ctx: Ctx, _args: &Args) -> Result<Reply> {
@@ -366,6 +563,10 @@ pub struct Subcommand {
     pub max_argc: Option<usize>,
     pub doc: &'static docs::CommandDoc,
     pub handler: fn(Ctx, &Args) -> Result<Reply>,
+    /// Whether it changes policies or their statistics (`SET`, `LOAD`,
+    /// `DEL`, `RESETSTATS`): `@admin @dangerous` only, not in the module's
+    /// own ACL category.
+    pub changes: bool,
 }
 
 /// Changing subcommands: `admin` (so `@admin` and `@dangerous` on servers
@@ -374,7 +575,7 @@ const CHANGE_FLAGS: &std::ffi::CStr = c"write deny-oom admin deny-script";
 
 const NAME: docs::ArgDoc = docs::string(c"name");
 
-pub const SUBCOMMANDS: [Subcommand; 7] = [
+pub const SUBCOMMANDS: [Subcommand; 9] = [
     Subcommand {
         name: c"set",
         full_name: c"rl.policy|set",
@@ -382,10 +583,10 @@ pub const SUBCOMMANDS: [Subcommand; 7] = [
         min_argc: 4,
         max_argc: None,
         doc: &docs::CommandDoc {
-            summary: c"Creates or replaces a policy: a named limit (GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG with its parameters), optionally SHADOW, SOFT percent and BLOCK duration.",
+            summary: c"Creates or replaces a policy: a named limit (GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG with its parameters), optionally SHADOW, SOFT percent and BLOCK duration. Changing an existing policy's algorithm needs RESET.",
             complexity: c"O(log N) for N policies",
             arity: -4,
-            acl_categories: "admin dangerous write",
+            acl_categories: "admin dangerous",
             keys: docs::KeySpec::None,
             args: &[
                 NAME,
@@ -396,6 +597,7 @@ pub const SUBCOMMANDS: [Subcommand; 7] = [
             ],
         },
         handler: set,
+        changes: true,
     },
     Subcommand {
         name: c"get",
@@ -412,6 +614,7 @@ pub const SUBCOMMANDS: [Subcommand; 7] = [
             args: &[NAME],
         },
         handler: get,
+        changes: false,
     },
     Subcommand {
         name: c"del",
@@ -423,11 +626,12 @@ pub const SUBCOMMANDS: [Subcommand; 7] = [
             summary: c"Deletes a policy: 1 if it existed, else 0.",
             complexity: c"O(log N) for N policies",
             arity: 3,
-            acl_categories: "admin dangerous write",
+            acl_categories: "admin dangerous",
             keys: docs::KeySpec::None,
             args: &[NAME],
         },
         handler: del,
+        changes: true,
     },
     Subcommand {
         name: c"list",
@@ -444,18 +648,19 @@ pub const SUBCOMMANDS: [Subcommand; 7] = [
             args: &[],
         },
         handler: list,
+        changes: false,
     },
     Subcommand {
         name: c"load",
         full_name: c"rl.policy|load",
         flags: CHANGE_FLAGS,
         min_argc: 3,
-        max_argc: Some(4),
+        max_argc: Some(5),
         doc: &docs::CommandDoc {
-            summary: c"Sets every policy of a text (one 'name limit [options]' a line, as DUMP writes it); all or nothing. REPLACE deletes the others.",
-            complexity: c"O(N + M log M) for N lines and M policies",
+            summary: c"Sets every policy of a text (one 'name limit [options]' a line, as DUMP writes it); all or nothing. REPLACE deletes the others; RESET allows algorithm changes.",
+            complexity: c"O(N log M) for N lines and M policies",
             arity: -3,
-            acl_categories: "admin dangerous write",
+            acl_categories: "admin dangerous",
             keys: docs::KeySpec::None,
             args: &[
                 docs::ArgDoc {
@@ -465,10 +670,18 @@ pub const SUBCOMMANDS: [Subcommand; 7] = [
                     optional: true,
                     multiple: false,
                 },
+                docs::ArgDoc {
+                    name: c"reset",
+                    kind: docs::ArgType::PureToken,
+                    token: Some(c"RESET"),
+                    optional: true,
+                    multiple: false,
+                },
                 docs::string(c"text"),
             ],
         },
         handler: load,
+        changes: true,
     },
     Subcommand {
         name: c"dump",
@@ -485,6 +698,7 @@ pub const SUBCOMMANDS: [Subcommand; 7] = [
             args: &[],
         },
         handler: dump,
+        changes: false,
     },
     Subcommand {
         name: c"resetstats",
@@ -501,6 +715,41 @@ pub const SUBCOMMANDS: [Subcommand; 7] = [
             args: &[],
         },
         handler: reset_stats,
+        changes: true,
+    },
+    Subcommand {
+        name: c"stats",
+        full_name: c"rl.policy|stats",
+        flags: c"readonly fast",
+        min_argc: 3,
+        max_argc: Some(3),
+        doc: &docs::CommandDoc {
+            summary: c"The policy's statistics as field-value pairs (the fields of its INFO ratelimit line), or nil.",
+            complexity: c"O(log N) for N policies",
+            arity: 3,
+            acl_categories: "read fast",
+            keys: docs::KeySpec::None,
+            args: &[NAME],
+        },
+        handler: stats,
+        changes: false,
+    },
+    Subcommand {
+        name: c"help",
+        full_name: c"rl.policy|help",
+        flags: c"readonly fast",
+        min_argc: 2,
+        max_argc: Some(2),
+        doc: &docs::CommandDoc {
+            summary: c"Lines describing each subcommand.",
+            complexity: c"O(1)",
+            arity: 2,
+            acl_categories: "fast",
+            keys: docs::KeySpec::None,
+            args: &[],
+        },
+        handler: help,
+        changes: false,
     },
 ];
 
@@ -540,15 +789,23 @@ static OFF_STATS: CommandStats = CommandStats::new();
 
 // --- statistics, RDB, loading ------------------------------------------------
 
-/// `INFO ratelimit`: whether policies are on, how many there are, then one
-/// `policy_<name>` line per policy (the server shows `:` in a name as `_`).
+/// The most `policy_<name>` lines `INFO ratelimit` shows: those of the
+/// first names in byte order. `RL.POLICY STATS name` answers for any.
+pub const INFO_POLICY_LINES: usize = 100;
+
+/// `INFO ratelimit`: whether policies are on, how many there are, how many
+/// lines were left out (`policy_lines_omitted`), then one `policy_<name>`
+/// line for each of the first [`INFO_POLICY_LINES`] policies by name (the
+/// name's `:` written `/`: see [`info_name`]).
 pub fn write_info(out: &mut InfoWriter) {
     let map = policies();
     out.field(c"policies_enabled", u64::from(settings::policies()));
     out.field(c"policies", map.len() as u64);
-    for (name, policy) in map.iter() {
+    let omitted = map.len().saturating_sub(INFO_POLICY_LINES);
+    out.field(c"policy_lines_omitted", omitted as u64);
+    for (name, policy) in map.iter().take(INFO_POLICY_LINES) {
         let mut line = b"policy_".to_vec();
-        line.extend_from_slice(name);
+        line.extend_from_slice(&info_name(name));
         if let Ok(line) = CString::new(line) {
             policy.stats.write(out, &line);
         }
@@ -573,7 +830,7 @@ fn aux_save(out: &mut AuxWriter, may_skip: bool) {
     out.unsigned(map.len() as u64);
     for (name, policy) in map.iter() {
         out.bytes(name);
-        out.bytes(&policy.words.join(&b' '));
+        out.bytes(&policy.text);
     }
 }
 
@@ -595,13 +852,16 @@ fn aux_load(input: &mut AuxReader, encver: i32) -> std::result::Result<(), Strin
             .split(u8::is_ascii_whitespace)
             .filter(|w| !w.is_empty())
             .collect();
-        match entry(&name, &words) {
+        // Accepted where the file was written: this server's own bounds
+        // (`sliding-log-max-limit`, …) do not apply.
+        match entry(&name, &words, Origin::Accepted) {
             Ok((name, definition)) => {
                 let p = policy(&name, definition, previous.as_ref());
                 loaded.insert(name, p);
             }
-            // A definition this server no longer accepts (a setting changed,
-            // say): the rest of the dataset still loads; the log says which.
+            // A definition this module cannot read at all (a newer module's
+            // syntax, say): the rest of the dataset still loads; the log
+            // says which.
             Err(e) => input.log_warning(&format!(
                 "ratelimit: policy '{}' not loaded: {e}",
                 PolicyName::new(&name)

@@ -55,8 +55,12 @@ impl CommandStats {
             }
         } else {
             self.allowed.fetch_add(1, Ordering::Relaxed);
-            let taken = u64::try_from(answer.taken).unwrap_or(0);
-            self.tokens.fetch_add(taken, Ordering::Relaxed);
+            // A shadow limiter that would have refused took nothing (an
+            // `RL.ALL` call's other limits did: `position` is set there).
+            if !answer.shadow_limited || answer.position.is_some() {
+                let taken = u64::try_from(answer.taken).unwrap_or(0);
+                self.tokens.fetch_add(taken, Ordering::Relaxed);
+            }
         }
         Self::count(&self.shadow_limited, answer.shadow_limited);
         Self::count(&self.soft_over, answer.soft_over);
@@ -69,8 +73,11 @@ impl CommandStats {
     pub fn record_limit(&self, tally: &Tally, call_allowed: bool, taken: i64) {
         if call_allowed {
             self.allowed.fetch_add(1, Ordering::Relaxed);
-            let taken = u64::try_from(taken).unwrap_or(0);
-            self.tokens.fetch_add(taken, Ordering::Relaxed);
+            // A shadow limit that would have refused took nothing.
+            if !tally.shadow_limited {
+                let taken = u64::try_from(taken).unwrap_or(0);
+                self.tokens.fetch_add(taken, Ordering::Relaxed);
+            }
         } else if tally.limited {
             self.limited.fetch_add(1, Ordering::Relaxed);
             Self::count(&self.blocked, tally.blocked);
@@ -93,22 +100,24 @@ impl CommandStats {
         }
     }
 
+    /// The counters by field name, in the order of the `INFO` line.
+    pub fn fields(&self) -> [(&'static CStr, u64); 6] {
+        [
+            (c"calls_allowed", self.allowed.load(Ordering::Relaxed)),
+            (c"calls_limited", self.limited.load(Ordering::Relaxed)),
+            (c"tokens_allowed", self.tokens.load(Ordering::Relaxed)),
+            (
+                c"shadow_limited",
+                self.shadow_limited.load(Ordering::Relaxed),
+            ),
+            (c"soft_over", self.soft_over.load(Ordering::Relaxed)),
+            (c"blocked", self.blocked.load(Ordering::Relaxed)),
+        ]
+    }
+
     /// Writes this command's line.
     pub fn write(&self, out: &mut InfoWriter, name: &CStr) {
-        out.dict(
-            name,
-            &[
-                (c"calls_allowed", self.allowed.load(Ordering::Relaxed)),
-                (c"calls_limited", self.limited.load(Ordering::Relaxed)),
-                (c"tokens_allowed", self.tokens.load(Ordering::Relaxed)),
-                (
-                    c"shadow_limited",
-                    self.shadow_limited.load(Ordering::Relaxed),
-                ),
-                (c"soft_over", self.soft_over.load(Ordering::Relaxed)),
-                (c"blocked", self.blocked.load(Ordering::Relaxed)),
-            ],
-        );
+        out.dict(name, &self.fields());
     }
 }
 
