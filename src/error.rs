@@ -109,6 +109,12 @@ pub enum Error {
         to: &'static str,
     },
 
+    /// `RL.LIMIT` or `RL.ALL … POLICY name` naming a policy that was
+    /// accepted where it was defined (an RDB, an AOF, the primary) but that
+    /// this module cannot use (its log says why when it was loaded).
+    #[error("ERR policy '{name}' was defined where it is valid but this module cannot use it (see the server log); redefine it with RL.POLICY SET")]
+    PolicyUnusable { name: PolicyName },
+
     /// `RL.LIMIT` options other than `[TOKENS n | REFUND n] [PEEK]`.
     #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] after the policy (BLOCK belongs to the policy: RL.POLICY SET … BLOCK duration)")]
     LimitSyntax,

@@ -363,3 +363,87 @@ fn a_policies_unloadable_server_exits_on_an_rdb_with_policies_as_documented() {
     let log = common::run_without_module_expecting_exit(dir, &args);
     assert!(log.contains("rl-policy"), "{log}");
 }
+
+/// RESP for one command, as an AOF holds it.
+fn resp(args: &[&str]) -> String {
+    let mut out = format!("*{}\r\n", args.len());
+    for a in args {
+        out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    out
+}
+
+/// A definition accepted where it was written (here an AOF of a module that
+/// allowed a 1,000-day period) that this module cannot use is kept as it
+/// is: dumped, saved, reloaded and full-synced; `RL.LIMIT` refuses it loudly
+/// until a client redefines it. (It used to be dropped with a log line.)
+#[test]
+fn a_definition_this_module_cannot_use_is_kept_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = ["RL.POLICY", "SET", "old", "GCRA", "1", "1", "86400000"];
+    let fine = ["RL.POLICY", "SET", "fine", "GCRA", "1", "1", "60"];
+    std::fs::write(dir.path().join("appendonly.aof"), resp(&old) + &resp(&fine)).unwrap();
+    let config = [
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--enable-debug-command",
+        "yes",
+    ];
+    let master = Server::start_in(dir, &config);
+    let mut m = master.connect();
+    let dumped = "fine GCRA 1 1 60\nold GCRA 1 1 86400000\n";
+    let dump =
+        |con: &mut redis::Connection| -> String { query(con, &["RL.POLICY", "DUMP"]).unwrap() };
+    assert_eq!(dump(&mut m), dumped);
+    assert_eq!(
+        info_field(&mut m, "ratelimit", "ratelimit_policies_unusable"),
+        "1"
+    );
+    assert!(master
+        .log()
+        .contains("policy 'old' kept as defined but not usable"));
+    let e = call_err(&mut m, &["RL.LIMIT", "k", "old"]);
+    assert!(
+        e.contains("policy 'old'") && e.contains("cannot use it"),
+        "{e}"
+    );
+    let e = call_err(&mut m, &["RL.ALL", "1", "k", "POLICY", "old"]);
+    assert!(e.contains("cannot use it"), "{e}");
+    let fine_reply: Vec<i64> = query(&mut m, &["RL.LIMIT", "k", "fine"]).unwrap();
+    assert_eq!(fine_reply[0], 0);
+
+    // Through an RDB (aux data) and a full sync.
+    let _: () = query(&mut m, &["DEBUG", "RELOAD"]).unwrap();
+    assert_eq!(dump(&mut m), dumped);
+    let replica = Server::start();
+    let mut r = replica.connect();
+    let _: () = query(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    )
+    .unwrap();
+    wait_for_sync(&mut r);
+    assert_eq!(dump(&mut r), dumped);
+
+    // A client cannot define it; redefining it makes it usable everywhere.
+    let e = call_err(&mut m, &old[..]);
+    assert!(e.contains("366 days"), "{e}");
+    let _: () = query(
+        &mut m,
+        &["RL.POLICY", "SET", "old", "GCRA", "1", "1", "3600"],
+    )
+    .unwrap();
+    assert_eq!(
+        info_field(&mut m, "ratelimit", "ratelimit_policies_unusable"),
+        "0"
+    );
+    let reply: Vec<i64> = query(&mut m, &["RL.LIMIT", "k2", "old"]).unwrap();
+    assert_eq!(reply[0], 0);
+    let _: i64 = query(&mut m, &["WAIT", "1", "5000"]).unwrap();
+    assert_eq!(
+        info_field(&mut r, "ratelimit", "ratelimit_policies_unusable"),
+        "0"
+    );
+}

@@ -194,11 +194,11 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             limits.push((key, limit, limiter::Modes::default()));
             at += 1 + kind.params;
         } else if is_keyword(word, b"POLICY") {
-            let found = policy::find(args.bytes(at + 1).map_err(|_| Error::LimitCount)?)?;
-            if matches!(found.limit, Limit::LeakyBucket(_)) {
+            let (found, rule) = policy::find(args.bytes(at + 1).map_err(|_| Error::LimitCount)?)?;
+            if matches!(rule.limit, Limit::LeakyBucket(_)) {
                 return Err(Error::LeakyBucketInAll);
             }
-            limits.push((key, found.limit, found.modes));
+            limits.push((key, rule.limit, rule.modes));
             policies.push((i, found));
             at += 2;
         } else if is_option(word) {

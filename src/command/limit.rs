@@ -41,7 +41,7 @@ pub const SPEC: Spec = Spec {
 static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
-    let found = policy::find(args.bytes(2)?)?;
+    let (found, rule) = policy::find(args.bytes(2)?)?;
     let options = args.options(3).map_err(|e| match e {
         Error::Syntax => Error::LimitSyntax,
         e => e,
@@ -49,7 +49,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     if options.block_us.is_some() {
         return Err(Error::LimitSyntax);
     }
-    let answer = limiter::run_rule(ctx, args.arg(1)?, &found.limit, &found.modes, &options)?;
+    let answer = limiter::run_rule(ctx, args.arg(1)?, &rule.limit, &rule.modes, &options)?;
     found.stats.record(&answer);
     Ok(answer)
 }

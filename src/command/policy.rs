@@ -53,11 +53,23 @@ pub struct Policy {
     /// in that order. (One allocation per policy: loading and dropping
     /// 100k policies stays cheap.)
     pub text: Vec<u8>,
+    /// The rule that decides; `Err` (why not) for a definition accepted
+    /// where it was made (an RDB, an AOF, the primary) that this module
+    /// cannot use (a longer window than it allows, a newer module's syntax):
+    /// such a policy is kept, listed, dumped, saved and replicated as it is,
+    /// and `RL.LIMIT` / `RL.ALL` refuse it ([`Error::PolicyUnusable`]) until
+    /// a client redefines it. Nothing the primary accepted is dropped.
+    pub rule: std::result::Result<Rule, Error>,
+    /// Its statistics since load (kept when `SET` replaces the definition).
+    pub stats: Arc<CommandStats>,
+}
+
+/// A policy's limit with what the policy adds to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
     /// The limit that decides: the nominal one, scaled up by `SOFT`.
     pub limit: Limit,
     pub modes: Modes,
-    /// Its statistics since load (kept when `SET` replaces the definition).
-    pub stats: Arc<CommandStats>,
 }
 
 type Policies = BTreeMap<Vec<u8>, Arc<Policy>>;
@@ -78,22 +90,27 @@ fn before_load() -> MutexGuard<'static, Option<Policies>> {
     BEFORE_LOAD.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The policy `name`. Errors: [`Error::PoliciesOff`],
-/// [`Error::UnknownPolicy`].
-pub fn find(name: &[u8]) -> Result<Arc<Policy>> {
+/// The policy `name` and its rule. Errors: [`Error::PoliciesOff`],
+/// [`Error::UnknownPolicy`], [`Error::PolicyUnusable`].
+pub fn find(name: &[u8]) -> Result<(Arc<Policy>, Rule)> {
     if !settings::policies() {
         return Err(Error::PoliciesOff);
     }
-    policies().get(name).cloned().ok_or(Error::UnknownPolicy {
+    let found = policies().get(name).cloned().ok_or(Error::UnknownPolicy {
         name: PolicyName::new(name),
-    })
+    })?;
+    let rule = found.rule.map_err(|_| Error::PolicyUnusable {
+        name: PolicyName::new(name),
+    })?;
+    Ok((found, rule))
 }
 
 /// A policy definition, parsed.
 struct Definition {
     text: Vec<u8>,
-    limit: Limit,
-    modes: Modes,
+    /// `Err` only for an accepted definition this module cannot use (see
+    /// [`Policy::rule`]).
+    rule: std::result::Result<Rule, Error>,
     /// `RESET`: the definition may change the algorithm of the policy it
     /// replaces (never stored: `GET` and `DUMP` leave it out).
     reset: bool,
@@ -136,7 +153,11 @@ fn check_change(
     origin: Origin,
     reset: bool,
 ) -> Result<()> {
-    let (from, to) = (variant(&old.limit), variant(&new.limit));
+    // A policy that cannot be used here has no variant to keep.
+    let (Ok(old_rule), Ok(new_rule)) = (&old.rule, &new.rule) else {
+        return Ok(());
+    };
+    let (from, to) = (variant(&old_rule.limit), variant(&new_rule.limit));
     if from == to || reset || new.reset || !origin.checks_local_bounds() {
         return Ok(());
     }
@@ -254,10 +275,25 @@ fn define(words: &[&[u8]], origin: Origin) -> Result<Definition> {
     }
     Ok(Definition {
         text: canonical,
-        limit,
-        modes,
+        rule: Ok(Rule { limit, modes }),
         reset,
     })
+}
+
+impl Definition {
+    /// An accepted definition this module cannot use, kept as its words
+    /// (`why`: the parse error). `Err(why)` when the words cannot even be
+    /// kept (none, or not dumpable).
+    fn unusable(words: &[&[u8]], why: Error) -> Result<Definition> {
+        if words.is_empty() || !words.iter().all(|w| is_dumpable_word(w)) {
+            return Err(why);
+        }
+        Ok(Definition {
+            text: words.join(&b' '),
+            rule: Err(why),
+            reset: false,
+        })
+    }
 }
 
 /// Parses one `name limit [options]` entry; the name is checked.
@@ -265,7 +301,14 @@ fn entry(name: &[u8], words: &[&[u8]], origin: Origin) -> Result<(Vec<u8>, Defin
     if !is_valid_name(name) {
         return Err(Error::PolicyName);
     }
-    Ok((name.to_vec(), define(words, origin)?))
+    let definition = match define(words, origin) {
+        Ok(definition) => definition,
+        // The primary, an AOF or an RDB accepted it: keep it, unusable here,
+        // rather than drop it or refuse the replication stream.
+        Err(why) if !origin.checks_local_bounds() => Definition::unusable(words, why)?,
+        Err(why) => return Err(why),
+    };
+    Ok((name.to_vec(), definition))
 }
 
 /// The policy of `definition`, with the statistics of the policy of the same
@@ -280,10 +323,18 @@ fn policy_after(d: Definition, previous: Option<&Policy>) -> Arc<Policy> {
     let stats = previous.map(|p| Arc::clone(&p.stats)).unwrap_or_default();
     Arc::new(Policy {
         text: d.text,
-        limit: d.limit,
-        modes: d.modes,
+        rule: d.rule,
         stats,
     })
+}
+
+/// The log line for an accepted definition this module cannot use.
+fn unusable_message(name: &[u8], definition: &Definition) -> Option<String> {
+    let why = definition.rule.as_ref().err()?;
+    Some(format!(
+        "ratelimit: policy '{}' kept as defined but not usable by this module ({why}): RL.LIMIT and RL.ALL refuse it until RL.POLICY SET redefines it",
+        PolicyName::new(name)
+    ))
 }
 
 /// `ERR line N: …` for an error of line `number` of a `LOAD` text.
@@ -376,6 +427,9 @@ fn set(ctx: Ctx, args: &Args) -> Result<Reply> {
         .collect::<Result<Vec<_>>>()?;
     let origin = origin(ctx);
     let (name, definition) = entry(name, &words, origin)?;
+    if let Some(message) = unusable_message(&name, &definition) {
+        ctx.log_warning(&message);
+    }
     {
         let mut map = policies();
         if let Some(old) = map.get(&name) {
@@ -448,6 +502,11 @@ fn load(ctx: Ctx, args: &Args) -> Result<Reply> {
         Err(message) => return Ok(Reply::Error(message)),
     };
     let count = parsed.len();
+    for (_, name, definition) in &parsed {
+        if let Some(message) = unusable_message(name, definition) {
+            ctx.log_warning(&message);
+        }
+    }
     {
         let mut map = policies();
         for (number, name, definition) in &parsed {
@@ -801,6 +860,8 @@ pub fn write_info(out: &mut InfoWriter) {
     let map = policies();
     out.field(c"policies_enabled", u64::from(settings::policies()));
     out.field(c"policies", map.len() as u64);
+    let unusable = map.values().filter(|p| p.rule.is_err()).count();
+    out.field(c"policies_unusable", unusable as u64);
     let omitted = map.len().saturating_sub(INFO_POLICY_LINES);
     out.field(c"policy_lines_omitted", omitted as u64);
     for (name, policy) in map.iter().take(INFO_POLICY_LINES) {
@@ -856,6 +917,9 @@ fn aux_load(input: &mut AuxReader, encver: i32) -> std::result::Result<(), Strin
         // (`sliding-log-max-limit`, …) do not apply.
         match entry(&name, &words, Origin::Accepted) {
             Ok((name, definition)) => {
+                if let Some(message) = unusable_message(&name, &definition) {
+                    input.log_warning(&message);
+                }
                 let p = policy(&name, definition, previous.as_ref());
                 loaded.insert(name, p);
             }
