@@ -12,7 +12,8 @@ The rest of the URI is that of ``limits``' own Redis storages. Strategies:
 
 * ``moving-window`` → ``RL.SLIDINGLOG`` on ``<key>/rl.slidinglog`` (a sorted set);
 * ``sliding-window-counter`` → ``RL.SLIDINGWINDOW`` on ``<key>/rl.slidingwindow`` (one string
-  key instead of two; windows aligned to the Unix epoch);
+  key instead of two; windows aligned to the Unix epoch, as ``limits``' memory and memcached
+  storages align theirs: hence ``TimestampedSlidingWindow``);
 * ``fixed-window`` stays on ``limits``' INCR + EXPIRE (``incr()`` is not given the limit).
 
 ``limits`` builds the same key for every strategy, hence the suffixes: a limiter's state never
@@ -28,6 +29,7 @@ from limits.aio.storage import RedisClusterStorage as _AioRedisClusterStorage
 from limits.aio.storage import RedisStorage as _AioRedisStorage
 from limits.storage import RedisClusterStorage as _RedisClusterStorage
 from limits.storage import RedisStorage as _RedisStorage
+from limits.storage.base import TimestampedSlidingWindow
 
 __all__ = [
     "RateLimitStorage",
@@ -39,11 +41,15 @@ __all__ = [
 MOVING_WINDOW_SUFFIX = "/rl.slidinglog"
 SLIDING_WINDOW_SUFFIX = "/rl.slidingwindow"
 
+# The module reads the clock in µs on Redis 7.2+ and Valkey, in whole ms on Redis 7.0: these
+# scripts read it the same way, so that what they report agrees with what the module decides.
+
 # The server's clock and a log's entries in the window (now - window, now]: the count and the
 # oldest timestamp. Entries are scored in µs; the member "B" is a block, not an entry.
 _MOVING_WINDOW_LUA = """
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if (redis.REDIS_VERSION_NUM or 0) < 0x070200 then now_us = now_us - now_us % 1000 end
 local from = now_us - tonumber(ARGV[1])
 local entries = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', from), '+inf', 'WITHSCORES')
 local n, oldest = 0, false
@@ -59,7 +65,9 @@ return {string.format('%.0f', now_us), n, oldest}
 # The server's clock and a sliding window counter's state.
 _SLIDING_WINDOW_LUA = """
 local t = redis.call('TIME')
-return {t[1], t[2], redis.call('GET', KEYS[1])}
+local usec = tonumber(t[2])
+if (redis.REDIS_VERSION_NUM or 0) < 0x070200 then usec = usec - usec % 1000 end
+return {t[1], tostring(usec), redis.call('GET', KEYS[1])}
 """
 
 
@@ -165,7 +173,7 @@ class _SyncMixin:
             conn.delete(k)
 
 
-class RateLimitStorage(_SyncMixin, _RedisStorage):
+class RateLimitStorage(_SyncMixin, _RedisStorage, TimestampedSlidingWindow):
     """``limits`` storage on the redis-ratelimit module: ``redis+rl://[:password]@host:port[/db]``,
     ``rediss+rl://`` (TLS), ``redis+rl+unix:///path/to/sock``. Options as ``limits``'
     ``RedisStorage`` (passed on to ``redis.from_url``)."""
@@ -178,7 +186,7 @@ class RateLimitStorage(_SyncMixin, _RedisStorage):
                          key_prefix=key_prefix, wrap_exceptions=wrap_exceptions, **options)
 
 
-class RateLimitClusterStorage(_SyncMixin, _RedisClusterStorage):
+class RateLimitClusterStorage(_SyncMixin, _RedisClusterStorage, TimestampedSlidingWindow):
     """``redis+rl+cluster://[:password]@host:port,host:port``: a Redis Cluster whose nodes all
     load the module."""
 
@@ -238,7 +246,7 @@ def _async_uri(uri: str) -> str:
     return "async+" + _strip_scheme(uri[len("async+"):] if uri.startswith("async+") else uri)
 
 
-class AsyncRateLimitStorage(_AsyncMixin, _AioRedisStorage):
+class AsyncRateLimitStorage(_AsyncMixin, _AioRedisStorage, TimestampedSlidingWindow):
     """``limits.aio`` storage on the module: ``async+redis+rl://host:port`` (redis-py's asyncio
     client; ``implementation`` other than ``"redispy"`` is refused)."""
 
@@ -252,7 +260,7 @@ class AsyncRateLimitStorage(_AsyncMixin, _AioRedisStorage):
                          implementation="redispy", key_prefix=key_prefix, **options)
 
 
-class AsyncRateLimitClusterStorage(_AsyncMixin, _AioRedisClusterStorage):
+class AsyncRateLimitClusterStorage(_AsyncMixin, _AioRedisClusterStorage, TimestampedSlidingWindow):
     """``async+redis+rl+cluster://host:port,host:port``."""
 
     STORAGE_SCHEME = ["async+redis+rl+cluster"]
