@@ -21,7 +21,8 @@ def free_port() -> int:
 class RedisServer:
     """``with RedisServer() as server: server.port``. ``module=False`` starts a plain server."""
 
-    def __init__(self, module: bool = True) -> None:
+    def __init__(self, module: bool = True, cluster: bool = False) -> None:
+        self.cluster = cluster
         self.module: Optional[str] = None
         if module:
             self.module = os.environ.get("RATELIMIT_MODULE")
@@ -33,12 +34,17 @@ class RedisServer:
 
     def start(self) -> "RedisServer":
         self.dir = tempfile.mkdtemp(prefix="rl-py-")
-        for _ in range(5):
+        for _ in range(20):
             self.port = free_port()
+            if self.cluster and self.port > 55535:  # the cluster bus needs port + 10000
+                continue
             args = [os.environ.get("REDIS_SERVER", "redis-server"), "--port", str(self.port),
                     "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", self.dir]
             if self.module:
                 args += ["--loadmodule", self.module]
+            if self.cluster:
+                args += ["--cluster-enabled", "yes", "--cluster-config-file",
+                         os.path.join(self.dir, "nodes.conf")]
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and self.proc.poll() is None:
@@ -46,11 +52,26 @@ class RedisServer:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                         s.sendall(b"PING\r\n")
                         if s.recv(16).startswith(b"+PONG"):
+                            if self.cluster:
+                                self._own_all_slots()
                             return self
                 except OSError:
                     time.sleep(0.05)
             self.stop()
         raise RuntimeError("redis-server did not start")
+
+    def _own_all_slots(self) -> None:
+        """A one-node cluster: this node serves every slot."""
+        import redis
+
+        client = redis.Redis("127.0.0.1", self.port)
+        client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        deadline = time.monotonic() + 10
+        while b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the one-node cluster did not come up")
+            time.sleep(0.05)
+        client.close()
 
     def pause(self) -> None:
         """SIGSTOP: the server hangs (connections accepted by the kernel, no replies)."""
