@@ -41,6 +41,18 @@ def _str(x: Any) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
 
 
+def _fail_fast(timeout_s: float, options: Dict[str, Any]) -> Dict[str, Any]:
+    """Client options for a limiter: socket timeouts of ``timeout_s`` and no retries (redis-py
+    7 retries 3 times with backoff by default: seconds before a dead server is reported)."""
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    out: Dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
+                           "retry": Retry(NoBackoff(), 0), "retry_on_timeout": False}
+    out.update(options)
+    return out
+
+
 class _Base:
     def __init__(self, client: Any) -> None:
         self.redis = client
@@ -49,10 +61,21 @@ class _Base:
 class RateLimiter(_Base):
     """Sync client. ``RateLimiter(redis.Redis(...))`` (or a ``redis.RedisCluster``).
 
+    ``RateLimiter.from_url("redis://host:6379/0", timeout_s=0.5)`` builds a client that fails
+    fast (socket timeouts, no retries), which is what fail-open middleware wants.
+
     Common keyword options of every decision: ``tokens`` (cost, default 1) or ``refund`` (give
     tokens back), ``peek`` (decide without writing), ``block`` (seconds to lock a refusing limiter
     out; not for policies, whose block is their own), ``name`` (the label in ``headers()``).
     """
+
+    @classmethod
+    def from_url(cls, url: str, timeout_s: float = 0.5, **options: Any) -> "RateLimiter":
+        """A limiter on ``redis.Redis.from_url(url)`` with ``timeout_s`` socket timeouts and no
+        retries; ``options`` go to redis-py (and override those)."""
+        import redis
+
+        return cls(redis.Redis.from_url(url, **_fail_fast(timeout_s, options)))
 
     def check(self, key: str, limit: Limit, *, tokens: int = 1, refund: Optional[int] = None,
               peek: bool = False, block: Optional[Number] = None,
@@ -134,6 +157,14 @@ class RateLimiter(_Base):
 
 class AsyncRateLimiter(_Base):
     """The asyncio twin of :class:`RateLimiter`, over ``redis.asyncio.Redis`` (or its cluster)."""
+
+    @classmethod
+    def from_url(cls, url: str, timeout_s: float = 0.5, **options: Any) -> "AsyncRateLimiter":
+        """A limiter on ``redis.asyncio.Redis.from_url(url)``, failing fast as
+        :meth:`RateLimiter.from_url`'s."""
+        import redis.asyncio
+
+        return cls(redis.asyncio.Redis.from_url(url, **_fail_fast(timeout_s, options)))
 
     async def check(self, key: str, limit: Limit, *, tokens: int = 1,
                     refund: Optional[int] = None, peek: bool = False,

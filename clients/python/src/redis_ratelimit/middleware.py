@@ -240,9 +240,9 @@ FAILURES = _failures()
 class WSGIRateLimitMiddleware:
     """WSGI middleware over a sync :class:`~redis_ratelimit.RateLimiter`.
 
-    The timeout is the redis-py client's: build it with ``socket_timeout`` and
-    ``socket_connect_timeout`` (seconds), e.g. ``redis.Redis(..., socket_timeout=0.5,
-    socket_connect_timeout=0.5)``. Options: ``prefix`` (of Redis keys, default ``"rl:"``),
+    The timeout is the redis-py client's: build the limiter with
+    ``RateLimiter.from_url(url, timeout_s=0.5)`` (socket timeouts, no retries; redis-py 7's
+    default retries with backoff take seconds before a dead server is reported). Options: ``prefix`` (of Redis keys, default ``"rl:"``),
     ``fail_open`` (default True), ``cache_size`` (denials kept in memory, 0 disables),
     ``legacy_headers`` (``X-RateLimit-*``, default True).
     """
