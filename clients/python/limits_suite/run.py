@@ -74,6 +74,8 @@ markers =
     flaky: flaky
     benchmark: benchmark
 addopts = --tb=short -rfEsxX -p no:cacheprovider
+filterwarnings =
+    ignore::pytest.PytestUnknownMarkWarning
 '''
 
 
