@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import List
 
 import pytest
+
+pytest.importorskip("limits", minversion="5")  # limits 5 needs Python 3.10+
 import uvicorn
 from fastapi import FastAPI, Request
 from slowapi import Limiter, _rate_limit_exceeded_handler

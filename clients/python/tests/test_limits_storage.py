@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
+pytest.importorskip("limits", minversion="5")  # limits 5 needs Python 3.10+
 import redis
 from limits import parse
 from limits.aio.strategies import MovingWindowRateLimiter as AioMovingWindow

@@ -7,7 +7,7 @@ command`` when the server has no module), ``ConnectionError``, ``TimeoutError``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ._core import (
     GCRA,
@@ -55,7 +55,15 @@ def _fail_fast(timeout_s: float, options: Dict[str, Any]) -> Dict[str, Any]:
 
 class _Base:
     def __init__(self, client: Any) -> None:
-        self.redis = client
+        self._redis = client
+        self._factory: Optional[Callable[[], Any]] = None
+
+    @property
+    def redis(self) -> Any:
+        """The redis-py client (created on first use when built by ``from_url``)."""
+        if self._redis is None and self._factory is not None:
+            self._redis = self._factory()
+        return self._redis
 
 
 class RateLimiter(_Base):
@@ -161,10 +169,15 @@ class AsyncRateLimiter(_Base):
     @classmethod
     def from_url(cls, url: str, timeout_s: float = 0.5, **options: Any) -> "AsyncRateLimiter":
         """A limiter on ``redis.asyncio.Redis.from_url(url)``, failing fast as
-        :meth:`RateLimiter.from_url`'s."""
+        :meth:`RateLimiter.from_url`'s; the client is created on first use, so this may be
+        called outside the event loop (at import time)."""
         import redis.asyncio
 
-        return cls(redis.asyncio.Redis.from_url(url, **_fail_fast(timeout_s, options)))
+        limiter = cls(None)
+        # Created on first use, inside the running event loop (on Python 3.9 redis-py's asyncio
+        # pool binds to the loop current when it is built).
+        limiter._factory = lambda: redis.asyncio.Redis.from_url(url, **_fail_fast(timeout_s, options))
+        return limiter
 
     async def check(self, key: str, limit: Limit, *, tokens: int = 1,
                     refund: Optional[int] = None, peek: bool = False,

@@ -10,8 +10,8 @@ with them (and ``Retry-After``). Redis failing: the request passes (``fail_open=
 default) or ``HTTPException(503)``. Refusals are cached in memory until their retry time.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: FastAPI reads __call__'s parameter types, and
+# older versions cannot resolve string annotations on a callable instance.
 import asyncio
 from typing import Any, Optional, Union
 

@@ -22,7 +22,6 @@ meets another type's (``RL.*`` answers WRONGTYPE on a key of the wrong type).
 
 from __future__ import annotations
 
-
 from typing import Any, List, Tuple
 
 from limits.aio.storage import RedisClusterStorage as _AioRedisClusterStorage

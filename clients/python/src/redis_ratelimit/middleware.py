@@ -36,8 +36,11 @@ from typing import (
     Mapping,
     Optional,
     Tuple,
+    Type,
     Union,
 )
+
+import redis.exceptions
 
 from ._core import Decision, Limit, Policy
 
@@ -228,13 +231,8 @@ class _Engine:
 # Every failure of the limiter that fails open or closed (never a 500): Redis errors (connection
 # refused, timeouts, "unknown command" from a server without the module, …), socket errors and
 # asyncio timeouts.
-def _failures() -> Tuple[type, ...]:
-    import redis.exceptions
-
-    return (redis.exceptions.RedisError, OSError, asyncio.TimeoutError, TimeoutError)
-
-
-FAILURES = _failures()
+FAILURES: Tuple[Type[BaseException], ...] = (
+    redis.exceptions.RedisError, OSError, asyncio.TimeoutError, TimeoutError)
 
 
 class WSGIRateLimitMiddleware:
