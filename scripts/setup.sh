@@ -9,6 +9,9 @@
 #   core      (default) the build and `make test`: libclang for bindgen, redis-server, redis-cli
 #   examples  `make test-examples`: Python 3 with redis-py, Node.js with npm
 #   memcheck  `make test-memcheck`: valgrind
+#   python-clients  `make test-python`: python3 with venv (apt's python3-venv when the venv module is
+#             missing), then a virtualenv build/python-clients with clients/python and its test
+#             dependencies from PyPI (pip); recreated when clients/python/pyproject.toml changes
 #   packages  `make deb` / `make dist`: dpkg-deb, sha256sum, tar (coreutils and dpkg: always there
 #             on Debian, checked anyway)
 #
@@ -25,6 +28,7 @@ die() {
 
 # ------------------------------------------------------------------ what is missing
 missing=()   # Debian package names
+after=()     # steps to run once the packages are there
 why=()       # one reason per package, same order
 need() {
   local pkg=$1 reason=$2 p
@@ -80,6 +84,34 @@ check_memcheck() {
   command -v valgrind >/dev/null 2>&1 || need valgrind "make test-memcheck runs redis-server under valgrind memcheck"
 }
 
+# `python3 -m venv` needs the venv module and ensurepip (Debian splits them into python3-venv).
+check_python_clients() {
+  if ! command -v python3 >/dev/null 2>&1; then
+    need python3 "make test-python runs clients/python on Python 3"
+    need python3-venv "make test-python creates a virtualenv (python3 -m venv)"
+  elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    need python3-venv "make test-python creates a virtualenv (python3 -m venv)"
+  fi
+  after+=(python_clients_venv)
+}
+
+# build/python-clients: clients/python with its test extras, from PyPI; rebuilt when the
+# pyproject changes (the package itself is reinstalled by make test-python on every run).
+python_clients_venv() {
+  local venv="$root/build/python-clients" want
+  want="$(python3 --version 2>&1) $(sha256sum "$root/clients/python/pyproject.toml" | cut -d' ' -f1)"
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.setup-stamp" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  say "creating $venv ($(python3 --version 2>&1)) with clients/python[test] from PyPI"
+  rm -rf "$venv"
+  python3 -m venv "$venv" || die "python3 -m venv failed"
+  "$venv/bin/python" -m pip install -q --upgrade pip || die "pip upgrade failed"
+  "$venv/bin/python" -m pip install -q hatchling "$root/clients/python[test]" ||
+    die "pip install clients/python[test] failed"
+  echo "$want" >"$venv/.setup-stamp"
+}
+
 check_packages() {
   command -v dpkg-deb >/dev/null 2>&1 || need dpkg "make deb builds the package with dpkg-deb"
   command -v sha256sum >/dev/null 2>&1 || need coreutils "make dist writes SHA256SUMS"
@@ -109,12 +141,20 @@ for g in "${groups[@]}"; do
     examples) check_examples ;;
     packages) check_packages ;;
     memcheck) check_memcheck ;;
+    python-clients) check_python_clients ;;
     all) check_cargo; check_core; check_examples; check_packages; check_memcheck ;;
-    *) die "unknown group '$g' (known: core, examples, packages, memcheck, all)" ;;
+    *) die "unknown group '$g' (known: core, examples, packages, memcheck, python-clients, all)" ;;
   esac
 done
 
-[ ${#missing[@]} -gt 0 ] || exit 0
+run_after() {
+  local step
+  for step in "${after[@]+"${after[@]}"}"; do "$step"; done
+}
+if [ ${#missing[@]} -eq 0 ]; then
+  run_after
+  exit 0
+fi
 
 for i in "${!missing[@]}"; do
   say "missing ${missing[$i]}: ${why[$i]}"
@@ -137,4 +177,5 @@ if [[ " ${missing[*]} " == *" redis-server "* ]]; then
 fi
 has_libclang || [[ " ${groups[*]} " != *" core "* && " ${groups[*]} " != *" all "* ]] ||
   die "libclang-dev is installed but no libclang.so was found; set LIBCLANG_PATH to the directory holding it"
+run_after
 say "done"

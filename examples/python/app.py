@@ -1,42 +1,52 @@
 """A tiny HTTP server limited per client: `python3 app.py --redis-port 6379 --port 8000`.
 
-Each client (the `X-User` header, else its address) gets bursts of 5, then
-1 request per second; `?cost=n` makes a request cost n tokens.
+Each client (the `X-User` header, else its address) gets bursts of 5, then 1 request per
+second; `?cost=n` makes a request cost n tokens. The limiting is the `redis_ratelimit` package
+(clients/python): its WSGI middleware answers 429 with the IETF `RateLimit` / `RateLimit-Policy`
+headers, the legacy `X-RateLimit-*` trio and `Retry-After`, fails open or closed (503) when
+Redis is unreachable, and answers known-limited keys from a local cache until `retry_after`.
 """
 
 import argparse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
+import sys
+from pathlib import Path
+from socketserver import ThreadingMixIn
+from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server as wsgi_server
 
-import redis
+try:
+    import redis_ratelimit
+except ImportError:  # not installed: use the package from this repository
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python" / "src"))
+    import redis_ratelimit
 
-from ratelimit_middleware import RateLimiter
+from redis_ratelimit.middleware import Rule, WSGIRateLimitMiddleware, header_key
+
+
+def hello(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "6")])
+    return [b"hello\n"]
+
+
+def cost(request):
+    return int(parse_qs(request.query_string).get("cost", ["1"])[0])
+
+
+class ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
 
 
 def make_server(redis_port, port, fail_open=True, host="127.0.0.1"):
-    client = redis.Redis(host="127.0.0.1", port=redis_port, socket_timeout=1,
-                         socket_connect_timeout=1)
-    limiter = RateLimiter(client, "api", max_burst=4, per_period=1, period=1,
-                          fail_open=fail_open)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            user = self.headers.get("X-User") or self.client_address[0]
-            query = parse_qs(urlparse(self.path).query)
-            cost = int(query.get("cost", ["1"])[0])
-            result = limiter.check(f"rl:api:{user}", cost)
-            body = b"hello\n" if result.allowed else b"too many requests\n"
-            self.send_response(result.status)
-            for name, value in result.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer((host, port), Handler)
+    limiter = redis_ratelimit.RateLimiter.from_url(f"redis://127.0.0.1:{redis_port}", timeout_s=1)
+    rules = [Rule(redis_ratelimit.GCRA(max_burst=4, tokens_per_period=1, period=1), path="/",
+                  key=header_key("x-user"), cost=cost, name="api")]
+    app = WSGIRateLimitMiddleware(hello, limiter, rules, fail_open=fail_open)
+    server = wsgi_server(host, port, app, server_class=ThreadingServer, handler_class=QuietHandler)
     server.limiter = limiter
     return server
 

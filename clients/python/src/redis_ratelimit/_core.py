@@ -1,0 +1,292 @@
+"""Limits (the algorithms' parameters), decisions and HTTP headers. No I/O here."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+Number = Union[int, float]
+
+
+def _num(value: Number) -> str:
+    """A period for the module: seconds, as Redis parses floats (``repr`` keeps every digit)."""
+    if isinstance(value, bool):
+        raise TypeError("a period must be a number of seconds, not a bool")
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+def _ceil_s(ms: int) -> int:
+    """Milliseconds to whole seconds, rounded up (never earlier than the limiter allows)."""
+    return -(-ms // 1000)
+
+
+@dataclass(frozen=True)
+class GCRA:
+    """``RL.GCRA``: bursts of ``max_burst + 1``, then ``tokens_per_period`` per ``period`` seconds."""
+
+    max_burst: int
+    tokens_per_period: int
+    period: Number
+    keyword = "GCRA"
+
+    def args(self) -> List[str]:
+        return [str(self.max_burst), str(self.tokens_per_period), _num(self.period)]
+
+    @property
+    def window_s(self) -> float:
+        """Seconds in which ``limit`` tokens are replenished: ``limit × period / tokens_per_period``."""
+        return (self.max_burst + 1) * float(self.period) / self.tokens_per_period
+
+
+@dataclass(frozen=True)
+class TokenBucket:
+    """``RL.TOKENBUCKET``: ``capacity`` tokens, refilled at ``refill_tokens`` per ``refill_period`` s."""
+
+    capacity: int
+    refill_tokens: int
+    refill_period: Number
+    keyword = "TOKENBUCKET"
+
+    def args(self) -> List[str]:
+        return [str(self.capacity), str(self.refill_tokens), _num(self.refill_period)]
+
+    @property
+    def window_s(self) -> float:
+        return self.capacity * float(self.refill_period) / self.refill_tokens
+
+
+@dataclass(frozen=True)
+class LeakyBucket:
+    """``RL.LEAKYBUCKET``: a queue of ``capacity`` draining ``leak_tokens`` per ``leak_period`` s.
+
+    Not accepted by ``all()`` (the module refuses it in ``RL.ALL``)."""
+
+    capacity: int
+    leak_tokens: int
+    leak_period: Number
+    keyword = "LEAKYBUCKET"
+
+    def args(self) -> List[str]:
+        return [str(self.capacity), str(self.leak_tokens), _num(self.leak_period)]
+
+    @property
+    def window_s(self) -> float:
+        return self.capacity * float(self.leak_period) / self.leak_tokens
+
+
+@dataclass(frozen=True)
+class FixedWindow:
+    """``RL.FIXEDWINDOW``: ``limit`` tokens per epoch-aligned window of ``window`` seconds."""
+
+    limit: int
+    window: Number
+    keyword = "FIXEDWINDOW"
+
+    def args(self) -> List[str]:
+        return [str(self.limit), _num(self.window)]
+
+    @property
+    def window_s(self) -> float:
+        return float(self.window)
+
+
+@dataclass(frozen=True)
+class SlidingWindow(FixedWindow):
+    """``RL.SLIDINGWINDOW``: the sliding window counter, ``limit`` per ``window`` seconds."""
+
+    keyword = "SLIDINGWINDOW"
+
+
+@dataclass(frozen=True)
+class SlidingLog(FixedWindow):
+    """``RL.SLIDINGLOG``: the exact sliding log, ``limit`` (≤ 1000 by default) per ``window`` s."""
+
+    keyword = "SLIDINGLOG"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A server-side policy (``RL.POLICY SET``), used as ``POLICY name`` in ``all()``."""
+
+    name: str
+    keyword = "POLICY"
+
+    def args(self) -> List[str]:
+        return [self.name]
+
+    @property
+    def window_s(self) -> Optional[float]:
+        return None
+
+
+Limit = Union[GCRA, TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingLog, Policy]
+
+COMMANDS: Dict[str, str] = {
+    "GCRA": "RL.GCRA",
+    "TOKENBUCKET": "RL.TOKENBUCKET",
+    "LEAKYBUCKET": "RL.LEAKYBUCKET",
+    "FIXEDWINDOW": "RL.FIXEDWINDOW",
+    "SLIDINGWINDOW": "RL.SLIDINGWINDOW",
+    "SLIDINGLOG": "RL.SLIDINGLOG",
+}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One reply of the module.
+
+    ``limited``: the request was refused (nothing was taken). ``limit``: the most tokens one
+    request can take. ``remaining``: tokens left after this call. ``retry_after_ms``: -1 when
+    allowed (for a leaky bucket, the delay before doing the work, ≥ 0), else the time until the
+    same request would pass, or -1 when it never can (cost above ``limit``). ``reset_after_ms``:
+    time until the limiter is full again. ``binding``: for ``all()``, the 0-based index of the
+    limit that decided (the refusing one with the longest wait, else the one with the fewest
+    ``remaining``); ``None`` for single limits. ``name`` and ``window_s`` only feed ``headers()``.
+    """
+
+    limited: bool
+    limit: int
+    remaining: int
+    retry_after_ms: int
+    reset_after_ms: int
+    binding: Optional[int] = None
+    name: str = "default"
+    window_s: Optional[float] = field(default=None, compare=False)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.limited
+
+    @property
+    def retry_after_s(self) -> Optional[int]:
+        """``Retry-After`` in whole seconds (rounded up, ≥ 1) for a refusal that can pass later."""
+        if self.limited and self.retry_after_ms >= 0:
+            return max(1, _ceil_s(self.retry_after_ms))
+        return None
+
+    def headers(self, name: Optional[str] = None, legacy: bool = True) -> Dict[str, str]:
+        """HTTP headers for this decision.
+
+        IETF (draft-ietf-httpapi-ratelimit-headers-10): ``RateLimit-Policy:
+        "name";q=<limit>;w=<window s>`` (``w`` left out when the window is unknown, as for a
+        policy) and ``RateLimit: "name";r=<remaining>;t=<s>`` (``t``: ``Retry-After`` on a refusal
+        that can pass later, else seconds until full); ``Retry-After`` (seconds) on such a
+        refusal; with ``legacy`` also ``X-RateLimit-Limit/Remaining/Reset``.
+        """
+        label = name or self.name
+        reset_s = _ceil_s(self.reset_after_ms)
+        retry_s = self.retry_after_s
+        policy = f'"{label}";q={self.limit}'
+        if self.window_s is not None:
+            policy += f";w={max(1, math.ceil(self.window_s))}"
+        headers = {
+            "RateLimit-Policy": policy,
+            "RateLimit": f'"{label}";r={self.remaining};t={retry_s if retry_s is not None else reset_s}',
+        }
+        if legacy:
+            headers["X-RateLimit-Limit"] = str(self.limit)
+            headers["X-RateLimit-Remaining"] = str(self.remaining)
+            headers["X-RateLimit-Reset"] = str(reset_s)
+        if retry_s is not None:
+            headers["Retry-After"] = str(retry_s)
+        return headers
+
+
+def options(tokens: int = 1, refund: Optional[int] = None, peek: bool = False,
+            block: Optional[Number] = None) -> List[str]:
+    """The trailing options: ``TOKENS n`` (omitted for 1) or ``REFUND n``, ``PEEK``, ``BLOCK s``."""
+    out: List[str] = []
+    if refund is not None:
+        out += ["REFUND", str(refund)]
+    elif tokens != 1:
+        out += ["TOKENS", str(tokens)]
+    if peek:
+        out.append("PEEK")
+    if block is not None:
+        out += ["BLOCK", _num(block)]
+    return out
+
+
+def single_args(key: str, limit: Limit, opts: List[str]) -> List[str]:
+    if isinstance(limit, Policy):
+        if any(o == "BLOCK" for o in opts):
+            raise ValueError("BLOCK belongs to the policy: set it with policy_set(..., block=)")
+        return ["RL.LIMIT", key, limit.name, *opts]
+    return [COMMANDS[limit.keyword], key, *limit.args(), *opts]
+
+
+def all_args(pairs: Sequence[Tuple[str, Limit]], opts: List[str]) -> List[str]:
+    if not pairs:
+        raise ValueError("all() needs at least one (key, limit)")
+    keys = [k for k, _ in pairs]
+    limits: List[str] = []
+    for _, limit in pairs:
+        if isinstance(limit, LeakyBucket):
+            raise ValueError("LEAKYBUCKET cannot be part of RL.ALL")
+        limits += [limit.keyword, *limit.args()]
+    return ["RL.ALL", str(len(keys)), *keys, *limits, *opts]
+
+
+def parse(reply: Sequence[int], name: str, window_s: Optional[float]) -> Decision:
+    limited, limit, remaining, retry_after_ms, reset_after_ms = (int(x) for x in reply[:5])
+    binding = int(reply[5]) - 1 if len(reply) > 5 else None
+    return Decision(bool(limited), limit, remaining, retry_after_ms, reset_after_ms, binding,
+                    name, window_s)
+
+
+def policy_set_args(name: str, limit: Limit, shadow: bool = False, soft: Optional[int] = None,
+                    block: Optional[Number] = None) -> List[str]:
+    if isinstance(limit, Policy):
+        raise ValueError("a policy's limit is an algorithm, not another policy")
+    args = ["RL.POLICY", "SET", name, limit.keyword, *limit.args()]
+    if shadow:
+        args.append("SHADOW")
+    if soft is not None:
+        args += ["SOFT", str(soft)]
+    if block is not None:
+        args += ["BLOCK", _num(block)]
+    return args
+
+
+def policy_from_words(words: Sequence[Union[bytes, str]]) -> Tuple[Limit, Dict[str, object]]:
+    """``RL.POLICY GET``'s words back into a limit and its options (shadow, soft, block)."""
+    w = [x.decode() if isinstance(x, bytes) else str(x) for x in words]
+    kind = w[0].upper()
+    n = 2 if kind in ("FIXEDWINDOW", "SLIDINGWINDOW", "SLIDINGLOG") else 3
+    p = w[1:1 + n]
+
+    def number(s: str) -> Number:
+        f = float(s)
+        return int(f) if f.is_integer() and "." not in s and "e" not in s.lower() else f
+
+    limit: Limit
+    if kind == "GCRA":
+        limit = GCRA(int(p[0]), int(p[1]), number(p[2]))
+    elif kind == "TOKENBUCKET":
+        limit = TokenBucket(int(p[0]), int(p[1]), number(p[2]))
+    elif kind == "LEAKYBUCKET":
+        limit = LeakyBucket(int(p[0]), int(p[1]), number(p[2]))
+    elif kind == "FIXEDWINDOW":
+        limit = FixedWindow(int(p[0]), number(p[1]))
+    elif kind == "SLIDINGWINDOW":
+        limit = SlidingWindow(int(p[0]), number(p[1]))
+    else:
+        limit = SlidingLog(int(p[0]), number(p[1]))
+    opts: Dict[str, object] = {"shadow": False, "soft": None, "block": None}
+    rest = w[1 + n:]
+    i = 0
+    while i < len(rest):
+        word = rest[i].upper()
+        if word == "SHADOW":
+            opts["shadow"] = True
+        elif word == "SOFT":
+            i += 1
+            opts["soft"] = int(rest[i])
+        elif word == "BLOCK":
+            i += 1
+            opts["block"] = number(rest[i])
+        i += 1
+    return limit, opts

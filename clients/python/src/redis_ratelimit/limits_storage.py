@@ -1,0 +1,274 @@
+"""Storages for the ``limits`` library (5.x), hence for flask-limiter and slowapi.
+
+Importing this module (``import redis_ratelimit`` does it when ``limits`` is installed)
+registers the URI schemes:
+
+* ``redis+rl://``, ``rediss+rl://``, ``redis+rl+unix://`` → :class:`RateLimitStorage`
+* ``redis+rl+cluster://host:port,host:port`` → :class:`RateLimitClusterStorage`
+* ``async+redis+rl://``, ``async+rediss+rl://``, ``async+redis+rl+unix://`` →
+  :class:`AsyncRateLimitStorage`; ``async+redis+rl+cluster://`` → :class:`AsyncRateLimitClusterStorage`
+
+The rest of the URI is that of ``limits``' own Redis storages. Strategies:
+
+* ``moving-window`` → ``RL.SLIDINGLOG`` on ``<key>/rl.slidinglog`` (a sorted set);
+* ``sliding-window-counter`` → ``RL.SLIDINGWINDOW`` on ``<key>/rl.slidingwindow`` (one string
+  key instead of two; windows aligned to the Unix epoch, as ``limits``' memory and memcached
+  storages align theirs: hence ``TimestampedSlidingWindow``);
+* ``fixed-window`` stays on ``limits``' INCR + EXPIRE (``incr()`` is not given the limit).
+
+``limits`` builds the same key for every strategy, hence the suffixes: a limiter's state never
+meets another type's (``RL.*`` answers WRONGTYPE on a key of the wrong type).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+from limits.aio.storage import RedisClusterStorage as _AioRedisClusterStorage
+from limits.aio.storage import RedisStorage as _AioRedisStorage
+from limits.storage import RedisClusterStorage as _RedisClusterStorage
+from limits.storage import RedisStorage as _RedisStorage
+from limits.storage.base import TimestampedSlidingWindow
+
+__all__ = [
+    "RateLimitStorage",
+    "RateLimitClusterStorage",
+    "AsyncRateLimitStorage",
+    "AsyncRateLimitClusterStorage",
+]
+
+MOVING_WINDOW_SUFFIX = "/rl.slidinglog"
+SLIDING_WINDOW_SUFFIX = "/rl.slidingwindow"
+
+# The module reads the clock in µs on Redis 7.2+ and Valkey, in whole ms on Redis 7.0: these
+# scripts read it the same way, so that what they report agrees with what the module decides.
+
+# The server's clock and a log's entries in the window (now - window, now]: the count and the
+# oldest timestamp. Entries are scored in µs; the member "B" is a block, not an entry.
+_MOVING_WINDOW_LUA = """
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if (redis.REDIS_VERSION_NUM or 0) < 0x070200 then now_us = now_us - now_us % 1000 end
+local from = now_us - tonumber(ARGV[1])
+local entries = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', from), '+inf', 'WITHSCORES')
+local n, oldest = 0, false
+for i = 1, #entries, 2 do
+  if entries[i] ~= 'B' then
+    n = n + 1
+    if not oldest then oldest = entries[i + 1] end
+  end
+end
+return {string.format('%.0f', now_us), n, oldest}
+"""
+
+# The server's clock and a sliding window counter's state.
+_SLIDING_WINDOW_LUA = """
+local t = redis.call('TIME')
+local usec = tonumber(t[2])
+if (redis.REDIS_VERSION_NUM or 0) < 0x070200 then usec = usec - usec % 1000 end
+return {t[1], tostring(usec), redis.call('GET', KEYS[1])}
+"""
+
+
+def _strip_scheme(uri: str) -> str:
+    """``redis+rl://…`` → ``redis://…`` (``+rl`` and ``async+`` dropped, unix kept)."""
+    for old, new in (("rediss+rl://", "rediss://"), ("redis+rl+unix://", "redis+unix://"),
+                     ("redis+rl+cluster://", "redis+cluster://"), ("redis+rl://", "redis://")):
+        if uri.startswith(old):
+            return new + uri[len(old):]
+    return uri
+
+
+def _s(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def _moving_window(reply: Any) -> Tuple[float, int]:
+    now_us, count, oldest = reply
+    if not count:
+        return int(_s(now_us)) / 1e6, 0
+    return float(_s(oldest)) / 1e6, int(count)
+
+
+def _sliding_window(reply: Any, expiry: int) -> Tuple[int, float, int, float]:
+    """The state ``[B<until>;]<window_start_us>:<previous>:<current>`` read at the server's now,
+    as ``limits`` wants it: (previous count, seconds its weight lasts, current count, seconds
+    until it leaves the sliding window)."""
+    sec, usec, state = reply
+    if not state:
+        return 0, 0.0, 0, 0.0
+    now_us = int(_s(sec)) * 1_000_000 + int(_s(usec))
+    text = _s(state)
+    if text.startswith("B"):
+        text = text.split(";", 1)[1]
+    start_s, prev_s, cur_s = text.split(":")[:3]
+    start, previous, current = int(start_s), int(prev_s), int(cur_s)
+    window_us = expiry * 1_000_000
+    if now_us < start:  # the clock stepped back: read from the window's start, as the module
+        elapsed = 0
+    elif now_us < start + window_us:
+        elapsed = now_us - start
+    elif now_us < start + 2 * window_us:
+        previous, current, elapsed = current, 0, now_us - start - window_us
+    else:
+        return 0, 0.0, 0, 0.0
+    left = (window_us - elapsed) / 1e6
+    return previous, left, current, left + expiry
+
+
+def _acquired(reply: Any) -> bool:
+    return int(reply[0]) == 0
+
+
+def _opts(amount: int) -> List[Any]:
+    return ["TOKENS", amount] if amount != 1 else []
+
+
+class _SyncMixin:
+    """RL.* strategies for a sync ``limits`` Redis storage (``self.get_connection()``)."""
+
+    lua_rl_moving_window: Any
+    lua_rl_sliding_window: Any
+
+    def initialize_storage(self, uri: str) -> None:
+        super().initialize_storage(uri)  # type: ignore[misc]
+        conn = self.get_connection()  # type: ignore[attr-defined]
+        self.lua_rl_moving_window = conn.register_script(_MOVING_WINDOW_LUA)
+        self.lua_rl_sliding_window = conn.register_script(_SLIDING_WINDOW_LUA)
+
+    def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        """``RL.SLIDINGLOG <key>/rl.slidinglog limit expiry [TOKENS amount]``: allowed?"""
+        k = self.prefixed_key(key) + MOVING_WINDOW_SUFFIX  # type: ignore[attr-defined]
+        reply = self.get_connection().execute_command(  # type: ignore[attr-defined]
+            "RL.SLIDINGLOG", k, limit, expiry, *_opts(amount))
+        return _acquired(reply)
+
+    def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
+        """(oldest entry's time in s, entries) of the log's window at the server's now."""
+        k = self.prefixed_key(key) + MOVING_WINDOW_SUFFIX  # type: ignore[attr-defined]
+        return _moving_window(self.lua_rl_moving_window([k], [expiry * 1_000_000]))
+
+    def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int,
+                                     amount: int = 1) -> bool:
+        """``RL.SLIDINGWINDOW <key>/rl.slidingwindow limit expiry [TOKENS amount]``: allowed?"""
+        k = self.prefixed_key(key) + SLIDING_WINDOW_SUFFIX  # type: ignore[attr-defined]
+        reply = self.get_connection().execute_command(  # type: ignore[attr-defined]
+            "RL.SLIDINGWINDOW", k, limit, expiry, *_opts(amount))
+        return _acquired(reply)
+
+    def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
+        k = self.prefixed_key(key) + SLIDING_WINDOW_SUFFIX  # type: ignore[attr-defined]
+        return _sliding_window(self.lua_rl_sliding_window([k]), expiry)
+
+    def clear_sliding_window(self, key: str, expiry: int) -> None:
+        self.get_connection().delete(  # type: ignore[attr-defined]
+            self.prefixed_key(key) + SLIDING_WINDOW_SUFFIX)  # type: ignore[attr-defined]
+
+    def clear(self, key: str) -> None:
+        """Deletes the key of every strategy (fixed window, moving window, sliding window)."""
+        p = self.prefixed_key(key)  # type: ignore[attr-defined]
+        conn = self.get_connection()  # type: ignore[attr-defined]
+        for k in (p, p + MOVING_WINDOW_SUFFIX, p + SLIDING_WINDOW_SUFFIX):
+            conn.delete(k)
+
+
+class RateLimitStorage(_SyncMixin, _RedisStorage, TimestampedSlidingWindow):
+    """``limits`` storage on the redis-ratelimit module: ``redis+rl://[:password]@host:port[/db]``,
+    ``rediss+rl://`` (TLS), ``redis+rl+unix:///path/to/sock``. Options as ``limits``'
+    ``RedisStorage`` (passed on to ``redis.from_url``)."""
+
+    STORAGE_SCHEME = ["redis+rl", "rediss+rl", "redis+rl+unix"]
+
+    def __init__(self, uri: str, connection_pool: Any = None, key_prefix: str = _RedisStorage.PREFIX,
+                 wrap_exceptions: bool = False, **options: Any) -> None:
+        super().__init__(_strip_scheme(uri), connection_pool=connection_pool,
+                         key_prefix=key_prefix, wrap_exceptions=wrap_exceptions, **options)
+
+
+class RateLimitClusterStorage(_SyncMixin, _RedisClusterStorage, TimestampedSlidingWindow):
+    """``redis+rl+cluster://[:password]@host:port,host:port``: a Redis Cluster whose nodes all
+    load the module."""
+
+    STORAGE_SCHEME = ["redis+rl+cluster"]
+
+    def __init__(self, uri: str, key_prefix: str = _RedisStorage.PREFIX,
+                 wrap_exceptions: bool = False, **options: Any) -> None:
+        super().__init__(_strip_scheme(uri), key_prefix=key_prefix,
+                         wrap_exceptions=wrap_exceptions, **options)
+
+
+class _AsyncMixin:
+    """RL.* strategies for an async ``limits`` Redis storage (redis-py's asyncio client)."""
+
+    bridge: Any
+
+    def _conn(self) -> Any:
+        return self.bridge.get_connection()
+
+    def _rl_key(self, key: str, suffix: str) -> str:
+        return self.bridge.prefixed_key(key) + suffix
+
+    async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        reply = await self._conn().execute_command(
+            "RL.SLIDINGLOG", self._rl_key(key, MOVING_WINDOW_SUFFIX), limit, expiry,
+            *_opts(amount))
+        return _acquired(reply)
+
+    async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
+        reply = await self._conn().eval(_MOVING_WINDOW_LUA, 1,
+                                        self._rl_key(key, MOVING_WINDOW_SUFFIX),
+                                        expiry * 1_000_000)
+        return _moving_window(reply)
+
+    async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int,
+                                           amount: int = 1) -> bool:
+        reply = await self._conn().execute_command(
+            "RL.SLIDINGWINDOW", self._rl_key(key, SLIDING_WINDOW_SUFFIX), limit, expiry,
+            *_opts(amount))
+        return _acquired(reply)
+
+    async def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
+        reply = await self._conn().eval(_SLIDING_WINDOW_LUA, 1,
+                                        self._rl_key(key, SLIDING_WINDOW_SUFFIX))
+        return _sliding_window(reply, expiry)
+
+    async def clear_sliding_window(self, key: str, expiry: int) -> None:
+        await self._conn().delete(self._rl_key(key, SLIDING_WINDOW_SUFFIX))
+
+    async def clear(self, key: str) -> None:
+        conn = self._conn()
+        for suffix in ("", MOVING_WINDOW_SUFFIX, SLIDING_WINDOW_SUFFIX):
+            await conn.delete(self._rl_key(key, suffix))
+
+
+def _async_uri(uri: str) -> str:
+    return "async+" + _strip_scheme(uri[len("async+"):] if uri.startswith("async+") else uri)
+
+
+class AsyncRateLimitStorage(_AsyncMixin, _AioRedisStorage, TimestampedSlidingWindow):
+    """``limits.aio`` storage on the module: ``async+redis+rl://host:port`` (redis-py's asyncio
+    client; ``implementation`` other than ``"redispy"`` is refused)."""
+
+    STORAGE_SCHEME = ["async+redis+rl", "async+rediss+rl", "async+redis+rl+unix"]
+
+    def __init__(self, uri: str, wrap_exceptions: bool = False, implementation: str = "redispy",
+                 key_prefix: str = _AioRedisStorage.PREFIX, **options: Any) -> None:
+        if implementation != "redispy":
+            raise ValueError("AsyncRateLimitStorage runs on redis-py (implementation='redispy')")
+        super().__init__(_async_uri(uri), wrap_exceptions=wrap_exceptions,
+                         implementation="redispy", key_prefix=key_prefix, **options)
+
+
+class AsyncRateLimitClusterStorage(_AsyncMixin, _AioRedisClusterStorage, TimestampedSlidingWindow):
+    """``async+redis+rl+cluster://host:port,host:port``."""
+
+    STORAGE_SCHEME = ["async+redis+rl+cluster"]
+
+    def __init__(self, uri: str, wrap_exceptions: bool = False, implementation: str = "redispy",
+                 key_prefix: str = _AioRedisStorage.PREFIX, **options: Any) -> None:
+        if implementation != "redispy":
+            raise ValueError("AsyncRateLimitClusterStorage runs on redis-py")
+        super().__init__(_async_uri(uri), wrap_exceptions=wrap_exceptions,
+                         implementation="redispy", key_prefix=key_prefix, **options)
+
+

@@ -1,0 +1,50 @@
+"""Fixtures: a redis-server with the module ($RATELIMIT_MODULE) on a free loopback port."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import redis
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from server import RedisServer, free_port  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[RedisServer]:
+    with RedisServer() as s:
+        yield s
+
+
+@pytest.fixture
+def r(server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis("127.0.0.1", server.port, socket_timeout=5)
+    client.flushall()
+    client.execute_command("RL.POLICY", "LOAD", "REPLACE", "")
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def url(server: RedisServer, r: redis.Redis) -> str:
+    return f"redis://127.0.0.1:{server.port}"
+
+
+@pytest.fixture
+def refused_port() -> int:
+    """A loopback port nothing listens on."""
+    port = free_port()
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    return port
+
+
+def calls(client: redis.Redis, command: str) -> int:
+    """How many times ``command`` ran (INFO commandstats)."""
+    stats = client.info("commandstats")
+    return int(stats.get(f"cmdstat_{command.lower()}", {}).get("calls", 0))
