@@ -46,6 +46,11 @@ test-examples: build ## Run examples/python and examples/node against a real ser
 	@scripts/setup.sh examples
 	scripts/test-examples.sh $(MODULE_RELEASE)
 
+.PHONY: test-node
+test-node: build ## Run clients/node's tests (node --test: node-redis and ioredis, Express, express-rate-limit) against a real server with the module
+	@scripts/setup.sh node
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) npm test
+
 dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, LICENSE, config snippet) and dist/SHA256SUMS
 	@scripts/setup.sh packages
 	scripts/dist.sh tarball $(VERSION) $(ARCH) $(MODULE_RELEASE)
