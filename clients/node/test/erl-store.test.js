@@ -50,9 +50,8 @@ for (const [clientName, lib] of Object.entries(CLIENTS)) {
         const t = Number(/t=(\d+)/.exec(last.headers.ratelimit)[1]);
         assert.ok(t >= 1 && t <= 60, `t=${t}`);
         // The module counted the 5 admitted hits only.
-        const key = `erl:${clientName}:a:${'::ffff:127.0.0.1'}`;
         const got = (await store.get('::ffff:127.0.0.1')) ?? (await store.get('127.0.0.1'));
-        assert.ok(got, `get() found ${key}`);
+        assert.ok(got, 'get() finds the client');
         assert.strictEqual(got.totalHits, 5);
         assert.ok(got.resetTime instanceof Date);
       } finally {
