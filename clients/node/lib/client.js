@@ -62,7 +62,11 @@ function senderFor(client) {
   if (typeof client.sendCommand === 'function') {
     // node-redis; a cluster client takes (firstKey, isReadonly, args).
     if (typeof client.getSlotMaster === 'function' || typeof client.getMasters === 'function' || 'masters' in client) {
-      return (args) => client.sendCommand(String(args[1]), false, args.map(String));
+      // RL.ALL numkeys key …: the first key is the third word.
+      return (args) => {
+        const firstKey = String(args[0]).toUpperCase() === 'RL.ALL' ? args[2] : args[1];
+        return client.sendCommand(String(firstKey), false, args.map(String));
+      };
     }
     return (args) => client.sendCommand(args.map(String));
   }
@@ -87,7 +91,6 @@ function withTimeout(send, timeoutMs) {
       const timer = setTimeout(() => {
         reject(new RateLimitUnavailableError(`Redis did not answer ${args[0]} within ${timeoutMs} ms`, 'timeout'));
       }, timeoutMs);
-      if (typeof timer.unref === 'function') timer.unref();
       let p;
       try {
         p = Promise.resolve(send(args));
