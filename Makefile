@@ -16,7 +16,7 @@ DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build build-debug run test test-release test-long test-unit test-integration mutants \
-	test-examples test-python test-packages test-memcheck compat lint fmt bench callgrind dist deb clean \
+	test-examples test-python test-node test-packages test-memcheck compat lint fmt bench callgrind dist deb clean \
 	build-rls run-rls test-rls bench-rls
 
 help: ## List the targets
@@ -73,6 +73,10 @@ test-python: build ## Test the Python package clients/python (client, limits sto
 	build/python-clients/bin/python -m pip install -q --no-deps --no-build-isolation --force-reinstall ./clients/python
 	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m pytest -q -p no:cacheprovider tests
 	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python limits_suite/run.py -q
+
+test-node: build ## Run clients/node's tests (node --test: node-redis and ioredis, Express, express-rate-limit) against a real server with the module
+	@scripts/setup.sh node
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) npm test
 
 dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, LICENSE, config snippet) and dist/SHA256SUMS
 	@scripts/setup.sh packages

@@ -8,6 +8,7 @@
 #
 #   core      (default) the build and `make test`: libclang for bindgen, redis-server, redis-cli
 #   examples  `make test-examples`: Python 3 with redis-py, Node.js with npm
+#   node      `make test-node`: Node.js 18+ with npm (clients/node)
 #   memcheck  `make test-memcheck`: valgrind
 #   python-clients  `make test-python`: python3 with venv (apt's python3-venv when the venv module is
 #             missing), then a virtualenv build/python-clients with clients/python and its test
@@ -80,6 +81,16 @@ check_examples() {
   command -v npm >/dev/null 2>&1 || need npm "examples/node installs ioredis from the npm registry"
 }
 
+check_node() {
+  command -v node >/dev/null 2>&1 || need nodejs "clients/node runs on Node.js 18+"
+  command -v npm >/dev/null 2>&1 || need npm "clients/node installs its test dependencies from the npm registry (npm ci)"
+  if command -v node >/dev/null 2>&1; then
+    local major
+    major="$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)"
+    [ "$major" -ge 18 ] || die "node $(node --version) is older than 18, which clients/node needs"
+  fi
+}
+
 check_memcheck() {
   command -v valgrind >/dev/null 2>&1 || need valgrind "make test-memcheck runs redis-server under valgrind memcheck"
 }
@@ -142,8 +153,9 @@ for g in "${groups[@]}"; do
     packages) check_packages ;;
     memcheck) check_memcheck ;;
     python-clients) check_python_clients ;;
-    all) check_cargo; check_core; check_examples; check_packages; check_memcheck ;;
-    *) die "unknown group '$g' (known: core, examples, packages, memcheck, python-clients, all)" ;;
+    node) check_node ;;
+    all) check_cargo; check_core; check_examples; check_node; check_packages; check_memcheck ;;
+    *) die "unknown group '$g' (known: core, examples, node, packages, memcheck, python-clients, all)" ;;
   esac
 done
 

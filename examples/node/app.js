@@ -1,10 +1,11 @@
 'use strict';
-// A tiny HTTP server limited per client: `node app.js [redisPort] [port]`.
+// A tiny HTTP server limited per client with the redis-ratelimit package
+// (clients/node): `node app.js [redisPort] [port]`.
 // Each client (the X-User header, else its address) gets bursts of 5, then
 // 1 request per second; `?cost=n` makes a request cost n tokens.
 const http = require('node:http');
 const Redis = require('ioredis');
-const { RateLimiter } = require('./ratelimit');
+const { rateLimit } = require('redis-ratelimit');
 
 function makeServer({ redisPort = 6379, failOpen = true } = {}) {
   const client = new Redis({
@@ -15,22 +16,24 @@ function makeServer({ redisPort = 6379, failOpen = true } = {}) {
     enableOfflineQueue: false,
     retryStrategy: () => 200,
   });
-  client.on('error', () => {}); // reported per request instead
-  const limiter = new RateLimiter(client, { name: 'api', maxBurst: 4, perPeriod: 1, period: 1, failOpen });
-  const server = http.createServer((req, res) => {
-    const user = req.headers['x-user'] || req.socket.remoteAddress;
-    const cost = Number(new URL(req.url, 'http://x').searchParams.get('cost') || 1);
-    limiter.check(`rl:api:${user}`, cost).then(
-      (result) => {
-        res.writeHead(result.status, result.headers);
-        res.end(result.allowed ? 'hello\n' : 'too many requests\n');
-      },
-      () => {
-        res.writeHead(500);
-        res.end();
-      },
-    );
+  client.on('error', () => {}); // an unreachable Redis is handled per request (failOpen)
+  const limiter = rateLimit({
+    client,
+    name: 'api',
+    limit: { type: 'gcra', maxBurst: 4, tokensPerPeriod: 1, period: 1 }, // RL.GCRA rl:api:<user> 4 1 1
+    key: (req) => req.headers['x-user'] || req.socket.remoteAddress,
+    cost: (req) => Number(new URL(req.url, 'http://x').searchParams.get('cost') || 1),
+    failOpen, // false: 503 when Redis is unreachable
+    legacyHeaders: true, // X-RateLimit-* besides RateLimit / RateLimit-Policy
+    message: 'too many requests\n',
   });
+  // The middleware is Express-style: app.use(limiter) in an Express app.
+  const server = http.createServer((req, res) =>
+    limiter(req, res, (err) => {
+      res.writeHead(err ? 500 : 200);
+      res.end(err ? '' : 'hello\n');
+    }),
+  );
   server.on('close', () => client.disconnect());
   return { server, client, limiter };
 }

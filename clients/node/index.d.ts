@@ -1,0 +1,212 @@
+// Type declarations of redis-ratelimit (the Node client of the redis-ratelimit module).
+
+/** A node-redis (v4+) or ioredis client, or a function sending one raw command. */
+export type RedisClientLike =
+  | { call(command: string, ...args: string[]): Promise<unknown> } // ioredis
+  | { sendCommand(args: string[]): Promise<unknown> } // node-redis
+  | ((args: (string | number)[]) => Promise<unknown>);
+
+/** Periods and windows are in seconds (fractions allowed: 0.5 is 500 ms). `label` names the limit in headers. */
+export type LimitSpec =
+  | { type: 'gcra'; maxBurst: number; tokensPerPeriod: number; period: number; label?: string }
+  | { type: 'tokenBucket'; capacity: number; refillTokens: number; refillPeriod: number; label?: string }
+  | { type: 'leakyBucket'; capacity: number; leakTokens: number; leakPeriod: number; label?: string }
+  | { type: 'fixedWindow'; limit: number; window: number; align?: 'epoch' | 'first'; label?: string }
+  | { type: 'slidingWindow'; limit: number; window: number; buckets?: number; label?: string }
+  | { type: 'slidingLog'; limit: number; window: number; label?: string }
+  | { type: 'policy'; name: string; label?: string };
+
+/** RL.ALL limits: no leakyBucket, no align 'first', no buckets. */
+export type AllLimit = LimitSpec & { key: string };
+
+export interface CallOptions {
+  /** TOKENS n: this request's cost (default 1). */
+  tokens?: number;
+  /** REFUND n: give n tokens back (instead of tokens). */
+  refund?: number;
+  /** PEEK: answer without writing. */
+  peek?: boolean;
+  /** BLOCK seconds: lock the limiter out that long when it refuses (not with policies). */
+  block?: number;
+  /** The name in the headers (default: the label, the policy's name or the type). */
+  name?: string;
+}
+
+export interface HeaderOptions {
+  name?: string;
+  /** Also X-RateLimit-Limit / -Remaining / -Reset. */
+  legacy?: boolean;
+}
+
+export declare class RateLimitResult {
+  /** true: refused, nothing was taken. */
+  limited: boolean;
+  /** The most tokens one request can ever take. */
+  limit: number;
+  /** Tokens left after this call (leaky bucket: free room in the queue). */
+  remaining: number;
+  /** -1 when allowed (leaky bucket: the delay before the work); when limited, ms until the same cost passes, or -1: never (cost > limit). */
+  retryAfterMs: number;
+  /** ms until the limiter is full again. */
+  resetAfterMs: number;
+  /** RL.ALL: the 0-based index of the binding limit. */
+  which?: number;
+  /** RL.ALL: the key of the binding limit. */
+  readonly whichKey?: string;
+  /** Answered from the middleware's local cache of denials. */
+  cached?: boolean;
+  readonly allowed: boolean;
+  /** The name used in the headers. */
+  name: string;
+  /** The window (s) in which `limit` tokens come back: RateLimit-Policy's w. */
+  windowS?: number;
+  constructor(reply: unknown[], meta?: { name?: string; windowS?: number; keys?: string[] });
+  /** RateLimit-Policy, RateLimit, and Retry-After when limited and retryAfterMs >= 0. */
+  headers(options?: HeaderOptions): Record<string, string>;
+}
+
+/** Redis is down, hung past the timeout, or has no ratelimit module. */
+export declare class RateLimitUnavailableError extends Error {
+  reason: 'timeout' | 'connection' | 'no-module' | 'server';
+  cause?: unknown;
+}
+
+export declare class RateLimit {
+  /** `timeoutMs` (default 1000, 0: none): a command unanswered by then rejects with RateLimitUnavailableError. */
+  constructor(client: RedisClientLike, options?: { timeoutMs?: number });
+  gcra(key: string, maxBurst: number, tokensPerPeriod: number, period: number, options?: CallOptions): Promise<RateLimitResult>;
+  tokenBucket(key: string, capacity: number, refillTokens: number, refillPeriod: number, options?: CallOptions): Promise<RateLimitResult>;
+  leakyBucket(key: string, capacity: number, leakTokens: number, leakPeriod: number, options?: CallOptions): Promise<RateLimitResult>;
+  fixedWindow(key: string, limit: number, window: number, options?: CallOptions & { align?: 'epoch' | 'first' }): Promise<RateLimitResult>;
+  slidingWindow(key: string, limit: number, window: number, options?: CallOptions & { buckets?: number }): Promise<RateLimitResult>;
+  slidingLog(key: string, limit: number, window: number, options?: CallOptions): Promise<RateLimitResult>;
+  /** RL.ALL: all or nothing; `which` is the binding limit's index in `limits`. */
+  all(limits: AllLimit[], options?: CallOptions): Promise<RateLimitResult>;
+  /** RL.LIMIT key policy (no block option: a policy carries its own). */
+  limit(policy: string, key: string, options?: Omit<CallOptions, 'block'>): Promise<RateLimitResult>;
+  /** One limit given as a spec. */
+  check(key: string, spec: LimitSpec, options?: CallOptions): Promise<RateLimitResult>;
+  /** DEL key: true when there was a limiter. */
+  reset(key: string): Promise<boolean>;
+  /** Any raw command (timeout and error classification applied). */
+  command(...args: (string | number)[]): Promise<unknown>;
+}
+
+/** Minimal request/response shapes (Express, or node:http with req.ip unset). */
+export interface RequestLike {
+  method?: string;
+  url?: string;
+  path?: string;
+  ip?: string;
+  socket?: { remoteAddress?: string };
+  headers: Record<string, string | string[] | undefined>;
+  rateLimit?: RateLimitResult;
+  [k: string]: any;
+}
+export interface ResponseLike {
+  statusCode: number;
+  headersSent: boolean;
+  setHeader(name: string, value: string): unknown;
+  end(body?: string): unknown;
+}
+export type NextFunction = (err?: unknown) => void;
+
+export interface Rule {
+  /** Names the rule in keys (`${prefix}${name}:${key}`) and headers. */
+  name?: string;
+  limit: LimitSpec;
+  /** A path prefix ('/api' matches '/api' and '/api/…'), RegExp, list, or predicate. */
+  path?: string | RegExp | ((req: RequestLike) => boolean) | (string | RegExp)[];
+  method?: string | string[];
+  /** This rule's key function (default: the middleware's). */
+  key?: (req: RequestLike) => string | null | undefined;
+}
+
+export interface MiddlewareOptions {
+  client?: RedisClientLike;
+  limiter?: RateLimit;
+  rules?: Rule[];
+  /** A single limit for every request (instead of rules). */
+  limit?: LimitSpec;
+  name?: string;
+  /** The client's identity (default req.ip); null/undefined: not limited. */
+  key?: (req: RequestLike) => string | null | undefined;
+  cost?: number | ((req: RequestLike) => number);
+  /** Redis key prefix (default 'rl:'). */
+  prefix?: string;
+  /** true (default): pass requests when Redis is unavailable; false: 503. */
+  failOpen?: boolean;
+  /** Command timeout (default 500 ms). */
+  timeoutMs?: number;
+  /** Denials kept locally until retryAfterMs (default 10000 entries; 0: off). */
+  cacheSize?: number;
+  legacyHeaders?: boolean;
+  statusCode?: number;
+  message?: string;
+  handler?: (req: RequestLike, res: ResponseLike, next: NextFunction, result: RateLimitResult) => unknown;
+  onUnavailable?: (err: RateLimitUnavailableError, req: RequestLike) => void;
+}
+
+export declare function rateLimit(options: MiddlewareOptions): (req: RequestLike, res: ResponseLike, next: NextFunction) => void;
+
+/** An express-rate-limit Store on RL.FIXEDWINDOW. */
+export declare class RedisRateLimitStore {
+  constructor(options: { client?: RedisClientLike; limiter?: RateLimit; prefix?: string; timeoutMs?: number; countDenied?: boolean });
+  prefix: string;
+  localKeys: boolean;
+  init(options: { windowMs: number; limit?: unknown; max?: unknown; skipFailedRequests?: boolean; skipSuccessfulRequests?: boolean }): void;
+  increment(key: string): Promise<{ totalHits: number; resetTime: Date | undefined }>;
+  decrement(key: string): Promise<void>;
+  resetKey(key: string): Promise<void>;
+  get(key: string): Promise<{ totalHits: number; resetTime: Date | undefined } | undefined>;
+}
+
+export declare class RateLimiterRes {
+  remainingPoints: number;
+  msBeforeNext: number;
+  consumedPoints: number;
+  isFirstInDuration: boolean;
+  constructor(remainingPoints?: number, msBeforeNext?: number, consumedPoints?: number, isFirstInDuration?: boolean);
+  toHeaders(points: number): Record<string, string>;
+  toJSON(): { remainingPoints: number; msBeforeNext: number; consumedPoints: number; isFirstInDuration: boolean };
+}
+
+export interface FlexibleOptions {
+  storeClient?: RedisClientLike;
+  limiter?: RateLimit;
+  /** Points per duration (default 4). */
+  points?: number;
+  /** Seconds (default 1). */
+  duration?: number;
+  /** Seconds a refused consume blocks the key (default 0: none). */
+  blockDuration?: number;
+  keyPrefix?: string;
+  algorithm?: 'fixedWindow' | 'slidingWindow' | 'slidingLog' | 'gcra' | 'tokenBucket';
+  /** fixedWindow: 'first' (default: from the first consume, as rate-limiter-flexible) or 'epoch'. */
+  align?: 'first' | 'epoch';
+  timeoutMs?: number;
+}
+
+export declare class RateLimiterRedisModule {
+  constructor(options: FlexibleOptions);
+  points: number;
+  duration: number;
+  blockDuration: number;
+  keyPrefix: string;
+  readonly spec: LimitSpec;
+  getKey(key: string): string;
+  /** Resolves a RateLimiterRes; rejects with a RateLimiterRes when limited, an Error when Redis fails. */
+  consume(key: string, points?: number): Promise<RateLimiterRes>;
+  reward(key: string, points?: number): Promise<RateLimiterRes>;
+  block(key: string, secDuration: number): Promise<RateLimiterRes>;
+  get(key: string): Promise<RateLimiterRes | null>;
+  delete(key: string): Promise<boolean>;
+}
+
+export declare class RateLimiterUnion {
+  constructor(...limiters: RateLimiterRedisModule[]);
+  /** One RL.ALL; resolves/rejects with { [keyPrefix of the binding limiter]: RateLimiterRes }. */
+  consume(key: string, points?: number): Promise<Record<string, RateLimiterRes>>;
+}
+
+export declare function windowSeconds(spec: LimitSpec, limit: number): number | undefined;

@@ -1,0 +1,15 @@
+// ESM entry: the same objects as the CommonJS one.
+import cjs from './index.js';
+
+export const {
+  RateLimit,
+  RateLimitResult,
+  RateLimitUnavailableError,
+  rateLimit,
+  RedisRateLimitStore,
+  RateLimiterRedisModule,
+  RateLimiterUnion,
+  RateLimiterRes,
+  windowSeconds,
+} = cjs;
+export default cjs;

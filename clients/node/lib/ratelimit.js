@@ -1,0 +1,310 @@
+'use strict';
+// Typed calls of the module's commands: one method per command, each resolving
+// to a RateLimitResult {limited, limit, remaining, retryAfterMs, resetAfterMs, which?}.
+
+const { senderFor, withTimeout } = require('./client');
+
+/**
+ * Limit specifications, the same words as the commands' parameters (periods
+ * and windows in seconds, fractions allowed):
+ *   { type: 'gcra', maxBurst, tokensPerPeriod, period }
+ *   { type: 'tokenBucket', capacity, refillTokens, refillPeriod }
+ *   { type: 'leakyBucket', capacity, leakTokens, leakPeriod }       (not in RL.ALL)
+ *   { type: 'fixedWindow', limit, window, align?: 'epoch' | 'first' } (align 'first': not in RL.ALL)
+ *   { type: 'slidingWindow', limit, window, buckets? }              (buckets: not in RL.ALL)
+ *   { type: 'slidingLog', limit, window }
+ *   { type: 'policy', name }                                         (a server-side policy: RL.LIMIT)
+ * Any spec may carry `label`: its name in the headers (default: the type, or the policy's name).
+ */
+const SPECS = {
+  gcra: { command: 'RL.GCRA', word: 'GCRA', params: ['maxBurst', 'tokensPerPeriod', 'period'] },
+  tokenBucket: { command: 'RL.TOKENBUCKET', word: 'TOKENBUCKET', params: ['capacity', 'refillTokens', 'refillPeriod'] },
+  leakyBucket: { command: 'RL.LEAKYBUCKET', word: null, params: ['capacity', 'leakTokens', 'leakPeriod'] },
+  fixedWindow: { command: 'RL.FIXEDWINDOW', word: 'FIXEDWINDOW', params: ['limit', 'window'] },
+  slidingWindow: { command: 'RL.SLIDINGWINDOW', word: 'SLIDINGWINDOW', params: ['limit', 'window'] },
+  slidingLog: { command: 'RL.SLIDINGLOG', word: 'SLIDINGLOG', params: ['limit', 'window'] },
+  policy: { command: 'RL.LIMIT', word: 'POLICY', params: ['name'] },
+};
+
+const POLICY_WINDOW_TTL_MS = 60_000;
+
+function specOf(spec) {
+  const def = spec && SPECS[spec.type];
+  if (!def) {
+    throw new TypeError(`redis-ratelimit: unknown limit type ${JSON.stringify(spec && spec.type)} (known: ${Object.keys(SPECS).join(', ')})`);
+  }
+  for (const p of def.params) {
+    if (spec[p] === undefined || spec[p] === null || spec[p] === '') {
+      throw new TypeError(`redis-ratelimit: a '${spec.type}' limit needs '${p}'`);
+    }
+  }
+  return def;
+}
+
+/**
+ * The window in seconds in which `limit` tokens are replenished (the `w` of
+ * RateLimit-Policy), or undefined when unknown.
+ */
+function windowSeconds(spec, limit) {
+  const n = (x) => Number(x);
+  switch (spec && spec.type) {
+    case 'gcra':
+      return Math.ceil((limit * n(spec.period)) / n(spec.tokensPerPeriod));
+    case 'tokenBucket':
+      return Math.ceil((limit * n(spec.refillPeriod)) / n(spec.refillTokens));
+    case 'leakyBucket':
+      return Math.ceil((limit * n(spec.leakPeriod)) / n(spec.leakTokens));
+    case 'fixedWindow':
+    case 'slidingWindow':
+    case 'slidingLog':
+      return Math.ceil(n(spec.window));
+    default:
+      return undefined;
+  }
+}
+
+/** The spec a server-side policy stands for, from `RL.POLICY GET`'s words (or undefined). */
+function specFromPolicyWords(words) {
+  if (!Array.isArray(words) || words.length < 3) return undefined;
+  const w = words.map((x) => String(x));
+  const [kind, a, b, c] = w;
+  switch (kind.toUpperCase()) {
+    case 'GCRA':
+      return { type: 'gcra', maxBurst: a, tokensPerPeriod: b, period: c };
+    case 'TOKENBUCKET':
+      return { type: 'tokenBucket', capacity: a, refillTokens: b, refillPeriod: c };
+    case 'LEAKYBUCKET':
+      return { type: 'leakyBucket', capacity: a, leakTokens: b, leakPeriod: c };
+    case 'FIXEDWINDOW':
+      return { type: 'fixedWindow', limit: a, window: b };
+    case 'SLIDINGWINDOW':
+      return { type: 'slidingWindow', limit: a, window: b };
+    case 'SLIDINGLOG':
+      return { type: 'slidingLog', limit: a, window: b };
+    default:
+      return undefined;
+  }
+}
+
+const secondsUp = (ms) => Math.max(1, Math.ceil(ms / 1000));
+
+/**
+ * One decision. `limited`: the request was refused (nothing was taken).
+ * `limit`, `remaining`: tokens. `retryAfterMs`: -1 when allowed (for a leaky
+ * bucket: the delay before doing the work), else the time until a request of
+ * the same cost passes, or -1 if it never can (cost > limit). `resetAfterMs`:
+ * the time until the limiter is full again. `which` (RL.ALL only): the 0-based
+ * index of the binding limit in the list given (the module's 6th element - 1).
+ */
+class RateLimitResult {
+  constructor(reply, { name = 'default', windowS, keys } = {}) {
+    if (!Array.isArray(reply) || reply.length < 5) {
+      throw new TypeError(`redis-ratelimit: unexpected reply ${JSON.stringify(reply)}`);
+    }
+    this.limited = Number(reply[0]) === 1;
+    this.limit = Number(reply[1]);
+    this.remaining = Number(reply[2]);
+    this.retryAfterMs = Number(reply[3]);
+    this.resetAfterMs = Number(reply[4]);
+    if (reply.length >= 6) {
+      this.which = Number(reply[5]) - 1;
+      if (keys) Object.defineProperty(this, 'whichKey', { value: keys[this.which], enumerable: false });
+    }
+    Object.defineProperty(this, 'name', { value: name, enumerable: false, writable: true });
+    Object.defineProperty(this, 'windowS', { value: windowS, enumerable: false, writable: true });
+  }
+
+  get allowed() {
+    return !this.limited;
+  }
+
+  /**
+   * The HTTP headers of this decision (draft-ietf-httpapi-ratelimit-headers-10):
+   *   RateLimit-Policy: "<name>";q=<limit>;w=<window s>   (w omitted when unknown)
+   *   RateLimit: "<name>";r=<remaining>;t=<s>   t: ceil(retryAfterMs/1000) on a refusal
+   *              that can pass later, else ceil(resetAfterMs/1000)
+   *   Retry-After: <s>   only when limited and retryAfterMs >= 0 (equal to t)
+   * `{ legacy: true }` adds X-RateLimit-Limit / -Remaining / -Reset (seconds from now).
+   */
+  headers({ name = this.name, legacy = false } = {}) {
+    const retryS = this.limited && this.retryAfterMs >= 0 ? secondsUp(this.retryAfterMs) : null;
+    const resetS = Math.ceil(this.resetAfterMs / 1000);
+    const h = {
+      'RateLimit-Policy': `"${name}";q=${this.limit}${this.windowS !== undefined ? `;w=${this.windowS}` : ''}`,
+      RateLimit: `"${name}";r=${this.remaining};t=${retryS ?? resetS}`,
+    };
+    if (retryS !== null) h['Retry-After'] = String(retryS);
+    if (legacy) {
+      h['X-RateLimit-Limit'] = String(this.limit);
+      h['X-RateLimit-Remaining'] = String(this.remaining);
+      h['X-RateLimit-Reset'] = String(resetS);
+    }
+    return h;
+  }
+}
+
+/** The option words: TOKENS n | REFUND n, PEEK, BLOCK seconds. */
+function optionArgs({ tokens, refund, peek, block } = {}, { allowBlock = true } = {}) {
+  const args = [];
+  if (tokens !== undefined && refund !== undefined) throw new TypeError('redis-ratelimit: tokens and refund exclude each other');
+  if (tokens !== undefined && tokens !== 1) args.push('TOKENS', tokens);
+  if (refund !== undefined) args.push('REFUND', refund);
+  if (peek) args.push('PEEK');
+  if (block !== undefined && block !== null && block !== 0) {
+    if (!allowBlock) throw new TypeError('redis-ratelimit: block belongs to the policy (RL.POLICY SET … BLOCK)');
+    args.push('BLOCK', block);
+  }
+  return args;
+}
+
+/**
+ * The refusal that sets a block reports the limiter's own retry time (the
+ * block shows from the next call on): a caller told to come back then would
+ * meet the block. So a refusal with `block` reports at least the block.
+ */
+function applyBlock(result, { block, peek } = {}) {
+  if (!result.limited || peek || !(Number(block) > 0) || result.retryAfterMs < 0) return;
+  const blockMs = Math.ceil(Number(block) * 1000);
+  if (result.retryAfterMs < blockMs) result.retryAfterMs = blockMs;
+  if (result.resetAfterMs < blockMs) result.resetAfterMs = blockMs;
+}
+
+/**
+ * The client of the module. `client`: node-redis (v4/v5), ioredis, or a
+ * function (args) => Promise. Options: `timeoutMs` (default 1000; 0: none) —
+ * a command that has not answered by then rejects with RateLimitUnavailableError.
+ */
+class RateLimit {
+  constructor(client, { timeoutMs = 1000 } = {}) {
+    this.timeoutMs = timeoutMs;
+    this.send = withTimeout(senderFor(client), timeoutMs);
+    this._policyWindows = new Map(); // policy name -> { windowS, until }
+  }
+
+  /** Any command, raw reply (errors classified, timeout applied). */
+  command(...args) {
+    return this.send(args);
+  }
+
+  async _decide(args, meta) {
+    return new RateLimitResult(await this.send(args), meta);
+  }
+
+  /** RL.GCRA key max_burst tokens_per_period period. */
+  gcra(key, maxBurst, tokensPerPeriod, period, opts = {}) {
+    return this.check(key, { type: 'gcra', maxBurst, tokensPerPeriod, period }, opts);
+  }
+
+  /** RL.TOKENBUCKET key capacity refill_tokens refill_period. */
+  tokenBucket(key, capacity, refillTokens, refillPeriod, opts = {}) {
+    return this.check(key, { type: 'tokenBucket', capacity, refillTokens, refillPeriod }, opts);
+  }
+
+  /** RL.LEAKYBUCKET key capacity leak_tokens leak_period (retryAfterMs when allowed: the delay before the work). */
+  leakyBucket(key, capacity, leakTokens, leakPeriod, opts = {}) {
+    return this.check(key, { type: 'leakyBucket', capacity, leakTokens, leakPeriod }, opts);
+  }
+
+  /** RL.FIXEDWINDOW key limit window [ALIGN FIRST when opts.align === 'first']. */
+  fixedWindow(key, limit, window, opts = {}) {
+    return this.check(key, { type: 'fixedWindow', limit, window, align: opts.align }, opts);
+  }
+
+  /** RL.SLIDINGWINDOW key limit window [BUCKETS opts.buckets]. */
+  slidingWindow(key, limit, window, opts = {}) {
+    return this.check(key, { type: 'slidingWindow', limit, window, buckets: opts.buckets }, opts);
+  }
+
+  /** RL.SLIDINGLOG key limit window. */
+  slidingLog(key, limit, window, opts = {}) {
+    return this.check(key, { type: 'slidingLog', limit, window }, opts);
+  }
+
+  /** RL.LIMIT key policy (a server-side policy). Options: tokens, refund, peek (no block). */
+  limit(policy, key, opts = {}) {
+    return this.check(key, { type: 'policy', name: policy }, opts);
+  }
+
+  /** The args of one limit's own command. */
+  static commandArgs(key, spec, opts = {}) {
+    const def = specOf(spec);
+    if (spec.type === 'policy') return [def.command, key, spec.name, ...optionArgs(opts, { allowBlock: false })];
+    const args = [def.command, key, ...def.params.map((p) => spec[p]), ...optionArgs(opts)];
+    if (spec.type === 'fixedWindow' && spec.align) args.push('ALIGN', String(spec.align).toUpperCase());
+    if (spec.type === 'slidingWindow' && spec.buckets) args.push('BUCKETS', spec.buckets);
+    return args;
+  }
+
+  /** One limit given as a spec object (see SPECS). `opts.name` names it in the headers. */
+  async check(key, spec, opts = {}) {
+    let args;
+    try {
+      args = RateLimit.commandArgs(key, spec, opts);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const name = opts.name ?? spec.label ?? (spec.type === 'policy' ? spec.name : spec.type);
+    if (spec.type === 'policy') {
+      const [reply, windowS] = await Promise.all([this.send(args), this._policyWindow(spec.name)]);
+      return new RateLimitResult(reply, { name, windowS });
+    }
+    const reply = await this.send(args);
+    const result = new RateLimitResult(reply, { name });
+    result.windowS = windowSeconds(spec, result.limit);
+    applyBlock(result, opts);
+    return result;
+  }
+
+  // The window of a policy (for RateLimit-Policy's w), from RL.POLICY GET, kept a minute.
+  async _policyWindow(name) {
+    const cached = this._policyWindows.get(name);
+    if (cached && cached.until > Date.now()) return cached.windowS;
+    let windowS;
+    try {
+      const spec = specFromPolicyWords(await this.send(['RL.POLICY', 'GET', name]));
+      // Soft policies report the nominal limit; the window comes from the nominal parameters.
+      if (spec) windowS = windowSeconds(spec, Number(spec.limit ?? spec.capacity ?? Number(spec.maxBurst) + 1));
+    } catch {
+      windowS = undefined;
+    }
+    this._policyWindows.set(name, { windowS, until: Date.now() + POLICY_WINDOW_TTL_MS });
+    return windowS;
+  }
+
+  /**
+   * RL.ALL: several limits, all or nothing. `limits`: [{ key, type, …params }]
+   * (no leakyBucket, no fixedWindow align 'first', no slidingWindow buckets).
+   * `result.which` is the index of the binding limit in `limits`.
+   */
+  async all(limits, opts = {}) {
+    if (!Array.isArray(limits) || limits.length === 0) throw new TypeError('redis-ratelimit: all() needs a non-empty array of limits');
+    const keys = [];
+    const words = [];
+    for (const l of limits) {
+      const def = specOf(l);
+      if (!def.word) throw new TypeError(`redis-ratelimit: a '${l.type}' limit cannot be part of RL.ALL`);
+      if (l.type === 'fixedWindow' && l.align && String(l.align).toLowerCase() !== 'epoch') {
+        throw new TypeError("redis-ratelimit: RL.ALL takes fixed windows aligned on the clock only (align 'epoch')");
+      }
+      if (l.type === 'slidingWindow' && l.buckets) throw new TypeError('redis-ratelimit: RL.ALL takes sliding windows without buckets');
+      keys.push(l.key);
+      words.push(def.word, ...def.params.map((p) => l[p]));
+    }
+    const reply = await this.send(['RL.ALL', limits.length, ...keys, ...words, ...optionArgs(opts)]);
+    const result = new RateLimitResult(reply, { keys });
+    applyBlock(result, opts);
+    const binding = limits[result.which];
+    if (binding) {
+      result.name = opts.name ?? binding.label ?? (binding.type === 'policy' ? binding.name : binding.type);
+      result.windowS = binding.type === 'policy' ? await this._policyWindow(binding.name) : windowSeconds(binding, result.limit);
+    }
+    return result;
+  }
+
+  /** DEL key: resets a limiter. Resolves to true when there was one. */
+  async reset(key) {
+    return Number(await this.send(['DEL', key])) === 1;
+  }
+}
+
+module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, SPECS, optionArgs };

@@ -1,0 +1,156 @@
+'use strict';
+// Test helpers: a redis-server (with or without the module, $RATELIMIT_MODULE)
+// on a free loopback port, clients of both libraries, HTTP requests.
+const net = require('node:net');
+const os = require('node:os');
+const fs = require('node:fs');
+const path = require('node:path');
+const http = require('node:http');
+const { spawn } = require('node:child_process');
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function modulePath() {
+  const m = process.env.RATELIMIT_MODULE;
+  if (!m) throw new Error('set RATELIMIT_MODULE to the module (.so) to load, e.g. target/release/libredis_ratelimit.so');
+  if (!fs.existsSync(m)) throw new Error(`RATELIMIT_MODULE=${m}: no such file`);
+  return m;
+}
+
+/** Starts redis-server on a free port; `withModule: false` starts one without the module. */
+async function startRedis({ withModule = true } = {}) {
+  const port = await freePort();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-node-'));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
+  if (withModule) args.push('--loadmodule', modulePath());
+  const proc = spawn(process.env.REDIS_SERVER || 'redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let exited = false;
+  proc.on('exit', () => {
+    exited = true;
+  });
+  for (let i = 0; i < 200 && !exited; i++) {
+    const up = await new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => {
+        c.end();
+        resolve(true);
+      });
+      c.on('error', () => resolve(false));
+    });
+    if (up) {
+      return {
+        proc,
+        port,
+        stop: async () => {
+          if (proc.exitCode === null && !exited) {
+            const done = new Promise((r) => proc.once('exit', r));
+            proc.kill('SIGKILL');
+            await done;
+          }
+          fs.rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    }
+    await sleep(25);
+  }
+  proc.kill('SIGKILL');
+  throw new Error(`redis-server did not start on port ${port}`);
+}
+
+/** The two client libraries, connected to `port`. */
+const CLIENTS = {
+  'node-redis': {
+    async connect(port) {
+      const { createClient } = require('redis');
+      const c = createClient({ socket: { host: '127.0.0.1', port, reconnectStrategy: false } });
+      c.on('error', () => {});
+      await c.connect();
+      return { client: c, close: () => Promise.resolve().then(() => (c.isOpen ? c.close?.() ?? c.quit() : undefined)).catch(() => {}) };
+    },
+  },
+  'node-redis v4': {
+    async connect(port) {
+      const { createClient } = require('redis4');
+      const c = createClient({ socket: { host: '127.0.0.1', port, reconnectStrategy: false } });
+      c.on('error', () => {});
+      await c.connect();
+      return { client: c, close: () => Promise.resolve().then(() => (c.isOpen ? c.quit() : undefined)).catch(() => {}) };
+    },
+  },
+  ioredis: {
+    async connect(port) {
+      const Redis = require('ioredis');
+      const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 1 });
+      c.on('error', () => {});
+      await c.connect();
+      return { client: c, close: () => c.disconnect() };
+    },
+  },
+};
+
+function request(port, { path: urlPath = '/', method = 'GET', headers = {} } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: urlPath, method, headers, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => {
+        body += d;
+      });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Listens on a free loopback port; resolves { port, close }. */
+function listen(app) {
+  return new Promise((resolve) => {
+    const server = http.createServer(app);
+    server.listen(0, '127.0.0.1', () => {
+      resolve({ port: server.address().port, close: () => new Promise((r) => server.close(r)) });
+    });
+  });
+}
+
+/** A loopback TCP server that accepts connections and never answers: a hung Redis. */
+function hungServer() {
+  return new Promise((resolve) => {
+    const sockets = new Set();
+    const server = net.createServer((s) => {
+      sockets.add(s);
+      s.on('error', () => {});
+      s.on('close', () => sockets.delete(s));
+    });
+    server.listen(0, '127.0.0.1', () =>
+      resolve({
+        port: server.address().port,
+        close: () => {
+          for (const s of sockets) s.destroy();
+          return new Promise((r) => server.close(r));
+        },
+      }),
+    );
+  });
+}
+
+async function commandCalls(client, command) {
+  const send = typeof client.call === 'function' && !('isOpen' in client)
+    ? (...a) => client.call(...a)
+    : (...a) => client.sendCommand(a);
+  const info = String(await send('INFO', 'commandstats'));
+  const m = new RegExp(`cmdstat_${command.toLowerCase().replace('.', '\\.')}:calls=(\\d+)`).exec(info);
+  return m ? Number(m[1]) : 0;
+}
+
+module.exports = { sleep, freePort, startRedis, CLIENTS, request, listen, hungServer, commandCalls };

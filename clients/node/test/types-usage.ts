@@ -1,0 +1,69 @@
+// Compiled (not run) by types.test.js: the declarations cover the documented API.
+import { createClient } from 'redis';
+import Redis from 'ioredis';
+import express from 'express';
+import { rateLimit as erl } from 'express-rate-limit';
+import {
+  RateLimit,
+  RateLimitResult,
+  rateLimit,
+  RedisRateLimitStore,
+  RateLimiterRedisModule,
+  RateLimiterUnion,
+  RateLimiterRes,
+  RateLimitUnavailableError,
+} from 'redis-ratelimit';
+
+async function main(): Promise<void> {
+  const nodeRedis = createClient();
+  const ioredis = new Redis();
+  const rl = new RateLimit(nodeRedis, { timeoutMs: 200 });
+  const rl2 = new RateLimit(ioredis);
+  const r: RateLimitResult = await rl.gcra('k', 4, 10, 1, { tokens: 2, block: 5, name: 'api' });
+  const limited: boolean = r.limited;
+  const retry: number = r.retryAfterMs;
+  const h: Record<string, string> = r.headers({ legacy: true });
+  await rl.tokenBucket('k', 10, 1, 1);
+  await rl.leakyBucket('k', 10, 1, 1);
+  await rl.fixedWindow('k', 10, 60, { align: 'first' });
+  await rl.slidingWindow('k', 10, 60, { buckets: 10 });
+  await rl.slidingLog('k', 10, 60, { peek: true });
+  await rl.limit('api-free', 'k', { refund: 1 });
+  const all = await rl2.all([
+    { key: 'a', type: 'gcra', maxBurst: 4, tokensPerPeriod: 10, period: 1 },
+    { key: 'b', type: 'policy', name: 'daily' },
+  ]);
+  const which: number | undefined = all.which;
+
+  const app = express();
+  app.use(
+    rateLimit({
+      client: nodeRedis,
+      key: (req) => req.ip,
+      failOpen: true,
+      timeoutMs: 100,
+      rules: [
+        { name: 'login', path: '/login', method: 'POST', limit: { type: 'slidingLog', limit: 5, window: 60 } },
+        { name: 'api', path: /^\/api/, limit: { type: 'policy', name: 'api-free' } },
+      ],
+      onUnavailable: (err: RateLimitUnavailableError) => console.warn(err.reason),
+    }),
+  );
+  app.use(erl({ windowMs: 60_000, limit: 100, store: new RedisRateLimitStore({ client: ioredis }) }));
+
+  const flex = new RateLimiterRedisModule({ storeClient: ioredis, points: 5, duration: 1, blockDuration: 60 });
+  try {
+    const res: RateLimiterRes = await flex.consume('u', 1);
+    console.log(res.remainingPoints, res.msBeforeNext);
+  } catch (rej) {
+    if (rej instanceof RateLimiterRes) console.log(rej.msBeforeNext);
+  }
+  await flex.reward('u', 1);
+  await flex.block('u', 60);
+  const got: RateLimiterRes | null = await flex.get('u');
+  const deleted: boolean = await flex.delete('u');
+  await new RateLimiterUnion(flex, flex).consume('u');
+  console.log(limited, retry, h, which, got, deleted);
+}
+
+void main;
