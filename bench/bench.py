@@ -588,6 +588,12 @@ module can remove. Release build, 2026-11-24, instructions per call:
 | `RL.LEAKYBUCKET` | 5,868 | 2,206 | 3,538 | 8,597 | 2,291 | 6,123 |
 | `RL.ALL` (GCRA + FIXEDWINDOW) | 10,939 | 4,083 | 6,690 | 16,835 | 4,312 | 12,294 |
 
+Measured again after issue 22 and `RL.ALL … WITHLIMITS` (2026-11-25, main
+run): `RL.GCRA` 5,533 instructions in `call()`, 1,639 of them the module's
+own (+106); `RL.ALL` 11,384, 4,402 of them the module's own (+319: the
+call-budget check, the policy-mode plumbing, the per-limit decisions kept
+for `WITHLIMITS`). The table above is the earlier run.
+
 The server APIs of one write (`RL.GCRA`): open the key ~990 (two hash
 lookups: the key, and its expiry, which the server checks at every lookup),
 the five-integer reply ~1,210, the absolute expiry ~500 (two more lookups),
