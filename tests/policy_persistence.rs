@@ -447,3 +447,59 @@ fn a_definition_this_module_cannot_use_is_kept_not_dropped() {
         "0"
     );
 }
+
+/// The policies the rewrite writes as one `LOAD REPLACE` replay whole even
+/// where this server's settings would refuse one of them from a client: a
+/// policy defined under a raised `sliding-log-max-limit` (a `CONFIG SET` the
+/// restart did not keep) must not take every other policy down with it.
+/// (Found in review: a replay of `LOAD` refused the whole text, silently.)
+#[test]
+fn a_policy_over_this_servers_bounds_does_not_sink_the_rewritten_load() {
+    let server = Server::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--aof-use-rdb-preamble",
+        "no",
+    ]);
+    let mut con = server.connect();
+    ok(
+        &mut con,
+        &["CONFIG", "SET", "ratelimit.sliding-log-max-limit", "5000"],
+    );
+    ok(
+        &mut con,
+        &[
+            "CONFIG",
+            "SET",
+            "ratelimit.sliding-log-call-budget",
+            "10000",
+        ],
+    );
+    ok(
+        &mut con,
+        &["RL.POLICY", "SET", "big", "SLIDINGLOG", "3000", "60"],
+    );
+    ok(
+        &mut con,
+        &["RL.POLICY", "SET", "small", "GCRA", "1", "2", "3"],
+    );
+    ok(&mut con, &["CONFIG", "SET", "appendonly", "yes"]);
+    wait_until("the first AOF", Duration::from_secs(20), || {
+        info_field(&mut con, "persistence", "aof_enabled") == "1" && rewrite_done(&mut con)
+    });
+    let expected = "big SLIDINGLOG 3000 60\nsmall GCRA 1 2 3\n";
+    assert_eq!(dump(&mut con), expected);
+    drop(con);
+    let dir = server.shutdown("NOSAVE");
+    // The defaults again: a client could not define `big` here.
+    let restarted = Server::start_in(dir, &aof_config("no"));
+    let mut con = restarted.connect();
+    assert_eq!(dump(&mut con), expected);
+    let e = call_err(
+        &mut con,
+        &["RL.POLICY", "SET", "big2", "SLIDINGLOG", "3000", "60"],
+    );
+    assert!(e.contains("<= 1000"), "{e}");
+}
