@@ -25,23 +25,7 @@ pub fn register(ctx: Ctx) -> bool {
     ) else {
         return true;
     };
-    let max = crate::algorithm::sliding_log::SlidingLog::MAX_LIMIT;
-    // SAFETY: the load context; the name is static; the callbacks are static
-    // functions that take no private data.
-    let limit = unsafe {
-        numeric(
-            ctx.as_ptr(),
-            c"sliding-log-max-limit".as_ptr(),
-            settings::sliding_log_max_limit(),
-            raw::REDISMODULE_CONFIG_DEFAULT as c_uint,
-            1,
-            max,
-            Some(get_sliding_log_max_limit),
-            Some(set_sliding_log_max_limit),
-            None,
-            std::ptr::null_mut(),
-        )
-    };
+    let limit = register_numeric(ctx, numeric, &SLIDING_LOG_MAX_LIMIT);
     // Switching propagation mode while running is not safe (the filter is
     // registered at load only): the setting is immutable.
     // SAFETY: as above.
@@ -77,32 +61,12 @@ pub fn register(ctx: Ctx) -> bool {
             std::ptr::null_mut(),
         )
     };
-    let budget = register_call_budget(ctx, numeric);
+    let budget = register_numeric(ctx, numeric, &SLIDING_LOG_CALL_BUDGET);
     if limit != OK || always != OK || policies != OK || budget != OK {
         return false;
     }
     // SAFETY: the load context, after registering every config.
     unsafe { load(ctx.as_ptr()) == OK }
-}
-
-extern "C" fn get_sliding_log_max_limit(_name: *const c_char, _data: *mut c_void) -> c_longlong {
-    guard(settings::sliding_log_max_limit, || 0)
-}
-
-extern "C" fn set_sliding_log_max_limit(
-    _name: *const c_char,
-    value: c_longlong,
-    _data: *mut c_void,
-    _err: *mut *mut RedisModuleString,
-) -> c_int {
-    // The server checked the bounds given at registration.
-    guard(
-        || {
-            settings::set_sliding_log_max_limit(value);
-            OK
-        },
-        || ERR,
-    )
 }
 
 extern "C" fn get_propagate_always(_name: *const c_char, _data: *mut c_void) -> c_int {
@@ -151,7 +115,37 @@ extern "C" fn set_policies(
     )
 }
 
-// ---- sliding-log-call-budget (issue 22) ----
+// ---- the numeric settings ----
+
+/// A numeric config: its name, bounds (the server checks them before `set`)
+/// and where its value lives. Handed to the server as the config's private
+/// data, so one pair of callbacks serves every numeric config.
+struct NumericSetting {
+    name: &'static std::ffi::CStr,
+    min: i64,
+    max: i64,
+    get: fn() -> i64,
+    set: fn(i64),
+}
+
+/// `ratelimit.sliding-log-max-limit` (mutable).
+static SLIDING_LOG_MAX_LIMIT: NumericSetting = NumericSetting {
+    name: c"sliding-log-max-limit",
+    min: 1,
+    max: crate::algorithm::sliding_log::SlidingLog::MAX_LIMIT,
+    get: settings::sliding_log_max_limit,
+    set: settings::set_sliding_log_max_limit,
+};
+
+/// `ratelimit.sliding-log-call-budget` (mutable: `CONFIG SET` takes effect
+/// at the next call).
+static SLIDING_LOG_CALL_BUDGET: NumericSetting = NumericSetting {
+    name: c"sliding-log-call-budget",
+    min: 1,
+    max: settings::SLIDING_LOG_CALL_BUDGET_MAX,
+    get: settings::sliding_log_call_budget,
+    set: settings::set_sliding_log_call_budget,
+};
 
 type RegisterNumeric = unsafe extern "C" fn(
     *mut raw::RedisModuleCtx,
@@ -166,42 +160,52 @@ type RegisterNumeric = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
-/// Registers `ratelimit.sliding-log-call-budget` (mutable: `CONFIG SET`
-/// takes effect at the next call).
-fn register_call_budget(ctx: Ctx, numeric: RegisterNumeric) -> c_int {
+/// Registers `setting` (mutable), its current value as the default.
+fn register_numeric(ctx: Ctx, numeric: RegisterNumeric, setting: &'static NumericSetting) -> c_int {
     // SAFETY: the load context; the name is static; the callbacks are static
-    // functions that take no private data.
+    // functions whose private data is `setting`, which lives for the whole
+    // process and is only read.
     unsafe {
         numeric(
             ctx.as_ptr(),
-            c"sliding-log-call-budget".as_ptr(),
-            settings::sliding_log_call_budget(),
+            setting.name.as_ptr(),
+            (setting.get)(),
             raw::REDISMODULE_CONFIG_DEFAULT as c_uint,
-            1,
-            settings::SLIDING_LOG_CALL_BUDGET_MAX,
-            Some(get_sliding_log_call_budget),
-            Some(set_sliding_log_call_budget),
+            setting.min,
+            setting.max,
+            Some(get_numeric),
+            Some(set_numeric),
             None,
-            std::ptr::null_mut(),
+            std::ptr::from_ref(setting).cast_mut().cast(),
         )
     }
 }
 
-extern "C" fn get_sliding_log_call_budget(_name: *const c_char, _data: *mut c_void) -> c_longlong {
-    guard(settings::sliding_log_call_budget, || 0)
+/// The `NumericSetting` a numeric config was registered with.
+fn numeric_setting(data: *mut c_void) -> Option<&'static NumericSetting> {
+    // SAFETY: `data` is null or the `&'static NumericSetting` given at
+    // registration (`register_numeric`).
+    unsafe { data.cast::<NumericSetting>().cast_const().as_ref() }
 }
 
-extern "C" fn set_sliding_log_call_budget(
+extern "C" fn get_numeric(_name: *const c_char, data: *mut c_void) -> c_longlong {
+    guard(|| numeric_setting(data).map_or(0, |s| (s.get)()), || 0)
+}
+
+extern "C" fn set_numeric(
     _name: *const c_char,
     value: c_longlong,
-    _data: *mut c_void,
+    data: *mut c_void,
     _err: *mut *mut RedisModuleString,
 ) -> c_int {
     // The server checked the bounds given at registration.
     guard(
-        || {
-            settings::set_sliding_log_call_budget(value);
-            OK
+        || match numeric_setting(data) {
+            Some(setting) => {
+                (setting.set)(value);
+                OK
+            }
+            None => ERR,
         },
         || ERR,
     )
