@@ -58,8 +58,9 @@ bench-rls: build build-rls ## Envoy service benchmark: Redis cost per decision, 
 
 test: build-debug ## Build and run every test: unit, property and integration (real redis-server)
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test
+	$(CARGO) test -p ratelimit-core
 	# The pure core once more in the release profile: no panic in any build profile.
-	$(CARGO) test --release --lib
+	$(CARGO) test --release -p ratelimit-core
 
 test-release: build ## The integration tests against the release module (what users load)
 	RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --release --test '*'
@@ -92,7 +93,8 @@ test-packages: dist deb ## Install the .deb, load the module from its installed 
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*' -- --ignored
 
-test-unit: setup ## Only the unit and property tests (no server needed)
+test-unit: setup ## Only the unit and property tests (no server needed): the core crate's, then the module's
+	$(CARGO) test -p ratelimit-core
 	$(CARGO) test --lib
 
 test-integration: build-debug ## Only the integration tests against a real redis-server
@@ -120,20 +122,21 @@ test-memcheck: build-debug ## The fuzz test (reduced) against Redis 7.0 (MALLOC=
 	@scripts/setup.sh memcheck
 	scripts/memcheck.sh $(MODULE_DEBUG)
 
-lint: setup ## cargo fmt --check and cargo clippy -D warnings (the module and rls/)
+lint: setup ## cargo fmt --check and cargo clippy -D warnings (the module, core/ and rls/)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy -p ratelimit-core --all-targets -- -D warnings
 	$(CARGO) clippy -p ratelimit-rls --all-targets -- -D warnings
 
 fmt: ## Format the code
 	$(CARGO) fmt --all
 
-mutants: setup ## Mutation testing of src/algorithm/ (cargo-mutants, lib tests; installs it if missing): fails if a mutant survives
+mutants: setup ## Mutation testing of core/src/algorithm/ (cargo-mutants, lib tests; installs it if missing): fails if a mutant survives
 	@command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 	@# A mutant that makes a test loop (or a property test shrink) past the time limit did not
 	@# pass: it counts as caught. cargo-mutants exits 3 for timeouts even when some mutant was
 	@# also missed (2), so the verdict on 3 is read from mutants.out/missed.txt.
-	@cargo mutants --jobs $${MUTANTS_JOBS:-2} $(or $(MUTANTS_ARGS),-f 'src/algorithm/*.rs'); rc=$$?; \
+	@cargo mutants --jobs $${MUTANTS_JOBS:-2} $(or $(MUTANTS_ARGS),-f 'core/src/algorithm/*.rs'); rc=$$?; \
 	  if [ $$rc -eq 3 ] && [ -f mutants.out/missed.txt ]; then \
 	    if [ -s mutants.out/missed.txt ]; then echo "mutants: missed:"; cat mutants.out/missed.txt; rc=2; \
 	    else echo "mutants: none missed; the timeouts (mutants.out/timeout.txt) count as caught"; rc=0; fi; \

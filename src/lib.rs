@@ -1,17 +1,17 @@
 //! redis-ratelimit: rate-limiting algorithms that run atomically inside Redis.
 //!
-//! * [`algorithm`] — the pure algorithms (no Redis imports), one per file;
+//! * [`algorithm`], [`error`], [`time`] — the pure core, re-exported from the
+//!   `ratelimit-core` crate (no Redis in its dependency tree);
 //! * `command` — one thin handler per Redis command, and the shared glue;
 //! * `server` — the one home of the server's module API: safe functions and
 //!   types over it, the entry points (`RedisModule_OnLoad`) and the allocator;
-//! * [`time`] — the server clock and unit conversions;
-//! * [`error`] — every error reply, in one place.
 
-pub mod algorithm;
 mod command;
-pub mod error;
 mod server;
-pub mod time;
+
+// The pure core (algorithms, errors, time units) lives in its own crate,
+// `ratelimit-core`; re-exported under the paths the glue uses.
+pub use ratelimit_core::{algorithm, error, time};
 
 /// The module's global allocator (see [`server::load::ModuleAllocator`]).
 #[global_allocator]

@@ -31,8 +31,8 @@ use crate::error::{Error, Result};
 use crate::server::effects::{self, EventClass};
 use crate::server::key::{Key, KeyKind};
 use crate::server::string::{Arg, OwnedString};
-use crate::server::Ctx;
-use crate::time::{ceil_ms, server_now_us};
+use crate::server::{clock_us, Ctx};
+use crate::time::ceil_ms;
 
 use super::sliding_log::{self as log_glue, ZsetLog};
 
@@ -203,7 +203,7 @@ pub fn run_rule(
     options: &Options,
 ) -> Result<Answer> {
     check_budget([limit], options.op)?;
-    let (mut key, p) = plan(ctx, name, limit, modes, server_now_us(), options)?;
+    let (mut key, p) = plan(ctx, name, limit, modes, clock_us(), options)?;
     let mut answer = Answer::new(p.decision, None, p.blocked, options);
     answer.shadow_limited = p.shadow_limited;
     answer.soft_over = p.soft_over && !options.peek;
@@ -229,7 +229,7 @@ pub fn run(
     tallies: &mut Few<Tally>,
 ) -> Result<Answer> {
     check_budget(limits.iter().map(|(_, limit, _)| limit), options.op)?;
-    let now_us = server_now_us();
+    let now_us = clock_us();
     let mut keys: Few<Key> = Few::with_capacity(limits.len());
     let mut planned: Few<Planned> = Few::with_capacity(limits.len());
     for (name, limit, modes) in limits {

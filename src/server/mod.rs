@@ -181,10 +181,14 @@ pub fn guard<T>(f: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| on_panic())
 }
 
-/// The server's clock in µs since the epoch: `RedisModule_CachedMicroseconds`
-/// where the server has it (7.2+, Valkey: frozen for the whole top-level
-/// command), else `RedisModule_Milliseconds() × 1000`. See
-/// [`crate::time::server_now_us`].
+/// The server's clock as microseconds since the Unix epoch, read once per
+/// command.
+///
+/// On servers that have it (Redis 7.2+, Valkey), this is
+/// `RedisModule_CachedMicroseconds`: the time snapshot the server took when the
+/// top-level command started, so every call in one `MULTI`/`EXEC` or script
+/// sees the same instant, and it agrees with the clock the server uses for key
+/// expiry. On Redis 7.0 it is `RedisModule_Milliseconds() × 1000`.
 pub fn clock_us() -> i64 {
     // SAFETY: a plain read of a function pointer set at load.
     if let Some(cached_us) = unsafe { raw::RedisModule_CachedMicroseconds } {

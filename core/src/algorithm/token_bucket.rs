@@ -61,7 +61,7 @@ impl TokenBucket {
     /// expires at the latest) takes more than 366 days.
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::{token_bucket::TokenBucket, Algorithm};
+    /// use ratelimit_core::algorithm::{token_bucket::TokenBucket, Algorithm};
     /// // 5 tokens, refilled at 10 per second: one token every 100 ms.
     /// let bucket = TokenBucket::new(5, 10, 1_000_000).unwrap();
     /// let first = bucket.decide(None, 0, 1).unwrap().decision;

@@ -26,19 +26,7 @@ pub mod sliding_window;
 pub mod token_bucket;
 
 #[cfg(test)]
-mod cell_reference;
-#[cfg(test)]
-mod composite_properties;
-#[cfg(test)]
-mod harness;
-#[cfg(test)]
-mod properties;
-#[cfg(test)]
-mod strategies;
-#[cfg(test)]
 pub(crate) mod table;
-#[cfg(test)]
-mod window_properties;
 
 use crate::error::{Error, Result};
 

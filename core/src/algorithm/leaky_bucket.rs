@@ -34,7 +34,7 @@ impl LeakyBucket {
     /// `leak_period_us` ≥ 1 µs (at most one token per µs).
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::{leaky_bucket::LeakyBucket, Algorithm};
+    /// use ratelimit_core::algorithm::{leaky_bucket::LeakyBucket, Algorithm};
     /// // A queue of 3 draining 10 per second: one token every 100 ms.
     /// let lb = LeakyBucket::new(3, 10, 1_000_000).unwrap();
     /// let first = lb.decide(None, 0, 1).unwrap();

@@ -12,9 +12,13 @@
 //! * a `remaining` above `limit`, or of `quantity` or more in a reply that
 //!   refuses `quantity` (redis-cell divides µs-truncated values): we cap it.
 
-use super::cell::{reply_secs, retry_after_secs, CellGcra};
-use super::table::{S, T0};
-use super::Algorithm;
+use ratelimit_core::algorithm::cell::{reply_secs, retry_after_secs, CellGcra};
+use ratelimit_core::algorithm::Algorithm;
+
+/// One second, in µs.
+const S: i64 = 1_000_000;
+/// The table tests' instant (src/algorithm/table.rs): on a whole minute.
+const T0: i64 = 1_763_700_000 * S;
 
 /// redis-cell's `time::Duration::seconds(-1)`, its "no retry" marker.
 const MINUS_ONE_SEC_NS: i128 = -1_000_000_000;
@@ -107,7 +111,7 @@ impl Ours {
         let outcome = self.gcra.decide(self.state, now_us, quantity).unwrap();
         if let Some(u) = outcome.update {
             // Through the stored string, as the command does.
-            let mut buf = [0u8; super::STATE_BUF_LEN];
+            let mut buf = [0u8; ratelimit_core::algorithm::STATE_BUF_LEN];
             let len = CellGcra::encode(&u.state, &mut buf);
             self.state = CellGcra::decode(&buf[..len]);
         }

@@ -68,7 +68,7 @@ impl FixedWindow {
     /// window of `window_us` ≥ 1 µs.
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::{fixed_window::FixedWindow, Algorithm};
+    /// use ratelimit_core::algorithm::{fixed_window::FixedWindow, Algorithm};
     /// let fw = FixedWindow::new(2, 1_000_000).unwrap();
     /// // 0.8 s into a window: allowed, the window ends in 200 ms.
     /// let d = fw.decide(None, 5_800_000, 1).unwrap().decision;
@@ -88,7 +88,7 @@ impl FixedWindow {
     /// that finds none open.
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::{fixed_window::FixedWindow, Algorithm};
+    /// use ratelimit_core::algorithm::{fixed_window::FixedWindow, Algorithm};
     /// let fw = FixedWindow::first(2, 1_000_000).unwrap();
     /// // 0.8 s into an epoch-aligned second: this window lasts a whole second.
     /// let d = fw.decide(None, 5_800_000, 1).unwrap().decision;

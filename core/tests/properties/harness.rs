@@ -8,11 +8,11 @@ use std::fmt::Debug;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::sliding_log::{LogOutcome, LogUpdate, SlidingLog};
-use super::strategies::{check_round_trip, decide, TestResult};
-use super::{Algorithm, Decision, Outcome};
-use crate::error::{Error, Result};
-use crate::time::{ceil_ms, US_PER_MS};
+use crate::strategies::{check_round_trip, decide, TestResult};
+use ratelimit_core::algorithm::sliding_log::{LogOutcome, LogUpdate, SlidingLog};
+use ratelimit_core::algorithm::{Algorithm, Decision, Outcome};
+use ratelimit_core::error::{Error, Result};
+use ratelimit_core::time::{ceil_ms, US_PER_MS};
 
 /// A string-backed algorithm whose states can be compared and printed.
 pub(crate) trait Limiter: Algorithm<State: Debug + PartialEq> + Debug {}
@@ -88,9 +88,7 @@ pub(crate) fn decide_log(sl: &SlidingLog, log: &[i64], now_us: i64, cost: i64) -
 
 /// Applies an update to a log the way the command layer does to the sorted set.
 pub(crate) fn apply_log(log: &mut Vec<i64>, u: &LogUpdate) {
-    let stale = log.partition_point(|&t| t <= u.remove_through_us);
-    log.drain(..stale.min(usize::try_from(u.remove_at_most).unwrap_or(0)));
-    log.extend(std::iter::repeat_n(u.add_at_us, u.add_count as usize));
+    u.apply_to(log);
 }
 
 /// The tokens a decision admitted.

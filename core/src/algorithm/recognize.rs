@@ -16,7 +16,7 @@ use super::{block, bucket_window, Algorithm};
 /// is an integer as GCRA's).
 ///
 /// ```
-/// use redis_ratelimit::algorithm::recognize::is_limiter_state;
+/// use ratelimit_core::algorithm::recognize::is_limiter_state;
 /// assert!(is_limiter_state(b"1795297568062000"));          // GCRA, token bucket
 /// assert!(is_limiter_state(b"F1795477676977000:3"));       // FIXEDWINDOW ALIGN FIRST
 /// assert!(is_limiter_state(b"B1795306452307000;"));        // a block alone

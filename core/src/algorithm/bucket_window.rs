@@ -90,7 +90,7 @@ impl BucketWindow {
     /// [`Error::BadPeriod`].
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::bucket_window::BucketWindow;
+    /// use ratelimit_core::algorithm::bucket_window::BucketWindow;
     /// // 500 per minute as 60 one-second counters.
     /// let bw = BucketWindow::new(500, 60_000_000, 60).unwrap();
     /// assert_eq!(bw.sub_window_us(), 1_000_000);
@@ -227,7 +227,7 @@ impl BucketWindow {
     /// Decides a request of `cost` tokens at `now_us`.
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::bucket_window::BucketWindow;
+    /// use ratelimit_core::algorithm::bucket_window::BucketWindow;
     /// // 2 per minute in 60 one-second counters: 00:50 and 01:05 pass, a
     /// // third at 01:05 does not (the sliding log's answer to the edge burst).
     /// let bw = BucketWindow::new(2, 60_000_000, 60).unwrap();

@@ -23,7 +23,7 @@ pub const SOFT_PERCENT_MAX: i64 = 1_000;
 /// `A-Z a-z 0-9 _ . : -`.
 ///
 /// ```
-/// use redis_ratelimit::algorithm::policy::is_valid_name;
+/// use ratelimit_core::algorithm::policy::is_valid_name;
 /// assert!(is_valid_name(b"api:free-tier_v2.1"));
 /// assert!(!is_valid_name(b"") && !is_valid_name(b"a b") && !is_valid_name(&[b'x'; 65]));
 /// ```
@@ -41,7 +41,7 @@ pub fn is_valid_name(name: &[u8]) -> bool {
 /// field name.
 ///
 /// ```
-/// use redis_ratelimit::algorithm::policy::info_name;
+/// use ratelimit_core::algorithm::policy::info_name;
 /// assert_eq!(info_name(b"api:free"), b"api/free");
 /// assert_eq!(info_name(b"api_free"), b"api_free");
 /// ```
@@ -56,7 +56,7 @@ pub fn info_name(name: &[u8]) -> Vec<u8> {
 /// of 1–1000.
 ///
 /// ```
-/// use redis_ratelimit::algorithm::policy::soft_count;
+/// use ratelimit_core::algorithm::policy::soft_count;
 /// assert_eq!(soft_count(100, 10), Some(110)); // "100 per second with 10 % soft lets 110 through"
 /// assert_eq!(soft_count(5, 10), Some(5));    // rounded down
 /// assert_eq!(soft_count(5, 1000), Some(55));
@@ -76,7 +76,7 @@ pub fn soft_count(count: i64, percent: i64) -> Option<i64> {
 /// an allowed call was admitted beyond the nominal limit (`soft_over`).
 ///
 /// ```
-/// use redis_ratelimit::algorithm::{policy::soft_reply, Decision};
+/// use ratelimit_core::algorithm::{policy::soft_reply, Decision};
 /// // Nominal 100, soft 110: the 101st call leaves 9 of the scaled 110.
 /// let scaled = Decision { limited: false, limit: 110, remaining: 9, retry_after_us: None, reset_after_us: 5 };
 /// let (reply, over) = soft_reply(scaled, 100);
@@ -101,7 +101,7 @@ pub fn soft_reply(scaled: Decision, nominal_limit: i64) -> (Decision, bool) {
 /// second value says whether it would have refused.
 ///
 /// ```
-/// use redis_ratelimit::algorithm::{policy::shadow_reply, Decision};
+/// use ratelimit_core::algorithm::{policy::shadow_reply, Decision};
 /// let refused = Decision { limited: true, limit: 5, remaining: 0, retry_after_us: Some(7), reset_after_us: 9 };
 /// let (reply, would_refuse) = shadow_reply(refused);
 /// assert!(!reply.limited && reply.retry_after_us.is_none() && would_refuse);
@@ -130,7 +130,7 @@ pub struct Line<'a> {
 /// word starts with `#` are skipped.
 ///
 /// ```
-/// use redis_ratelimit::algorithm::policy::lines;
+/// use ratelimit_core::algorithm::policy::lines;
 /// let text = b"# tiers\r\nfree GCRA 9 10 1\n\n  pro  GCRA 99 100 1 SHADOW\n";
 /// let parsed: Vec<_> = lines(text).map(|l| (l.number, l.words.len())).collect();
 /// assert_eq!(parsed, [(2, 5), (4, 6)]);

@@ -1,4 +1,6 @@
-//! Time: the server clock, read once per command, and the unit conversions.
+//! Time: units and conversions. (The server clock, read once per command,
+//! is the module's: `server::clock_us`; the algorithms take `now` as an
+//! argument.)
 //!
 //! Every instant and duration inside the module is an `i64` count of
 //! microseconds (names end in `_us`): instants since the Unix epoch, durations
@@ -20,18 +22,6 @@ pub const MAX_PERIOD_SECS: f64 = 31_622_400.0;
 /// [`MAX_PERIOD_SECS`] in µs.
 pub const MAX_PERIOD_US: i64 = 31_622_400 * US_PER_SEC;
 
-/// The server's clock as microseconds since the Unix epoch, read once per
-/// command.
-///
-/// On servers that have it (Redis 7.2+, Valkey), this is
-/// `RedisModule_CachedMicroseconds`: the time snapshot the server took when the
-/// top-level command started, so every call in one `MULTI`/`EXEC` or script
-/// sees the same instant, and it agrees with the clock the server uses for key
-/// expiry. On Redis 7.0 it is `RedisModule_Milliseconds() × 1000`.
-pub fn server_now_us() -> i64 {
-    crate::server::clock_us()
-}
-
 /// Converts a period given in seconds (as parsed by Redis's float parser) to
 /// whole microseconds, rounding to the nearest µs.
 ///
@@ -39,7 +29,7 @@ pub fn server_now_us() -> i64 {
 /// at least 1 µs after rounding.
 ///
 /// ```
-/// use redis_ratelimit::time::seconds_to_us;
+/// use ratelimit_core::time::seconds_to_us;
 /// assert_eq!(seconds_to_us(0.5), Some(500_000));
 /// assert_eq!(seconds_to_us(1e-9), None);
 /// ```

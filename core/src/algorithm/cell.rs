@@ -88,7 +88,7 @@ impl CellGcra {
     /// 366 days (a period over 366 days is an [`Error::OutOfRange`]).
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::cell::CellGcra;
+    /// use ratelimit_core::algorithm::cell::CellGcra;
     /// // 7 per 61 s: T = 8 714 285 714 ns (truncated), limit 101.
     /// let cell = CellGcra::new(100, 7, 61).unwrap();
     /// assert_eq!(cell.emission_interval_ns(), 8_714_285_714);
@@ -314,7 +314,7 @@ impl Algorithm for CellGcra {
 /// one; this returns the true rounding there.
 ///
 /// ```
-/// use redis_ratelimit::algorithm::cell::reply_secs;
+/// use ratelimit_core::algorithm::cell::reply_secs;
 /// assert_eq!(reply_secs(122_000_004), 122);
 /// assert_eq!(reply_secs(121_999_999), 122);
 /// assert_eq!(reply_secs(122_001_000), 123);

@@ -9,18 +9,18 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use super::strategies::{
+use crate::strategies::{
     check_round_trip, decide, rate, start, wide, wide_nonneg, TestResult, EXTREME_CASES, MAX_STEPS,
 };
 
-use super::gcra::Gcra;
-use super::harness::{
+use crate::harness::{
     check_decode, new_result_is_documented, simulate, state_bytes, Expiry, Limiter, Requests, Step,
 };
-use super::token_bucket::{FullAt, TokenBucket};
-use super::Outcome;
-use crate::error::Error;
-use crate::time::{ceil_div, ceil_ms, US_PER_MS};
+use ratelimit_core::algorithm::gcra::Gcra;
+use ratelimit_core::algorithm::token_bucket::{FullAt, TokenBucket};
+use ratelimit_core::algorithm::Outcome;
+use ratelimit_core::error::Error;
+use ratelimit_core::time::{ceil_div, ceil_ms, US_PER_MS};
 
 /// Cases per property: with timelines of at most [`MAX_STEPS`] requests the
 /// whole file runs in a few seconds in a debug build.
@@ -309,13 +309,13 @@ fn bucket_timeline(
 /// Any parameters `Gcra::new` accepts, biased to the edges.
 fn extreme_gcra() -> impl Strategy<Value = Gcra> {
     (wide_nonneg(), wide_nonneg(), wide_nonneg()).prop_map(|(max_burst, tokens, period_us)| {
-        let period_us = period_us.clamp(1, crate::time::MAX_PERIOD_US);
+        let period_us = period_us.clamp(1, ratelimit_core::time::MAX_PERIOD_US);
         let tokens = tokens.clamp(1, period_us);
         let t = Gcra::new(0, tokens, period_us)
             .unwrap()
             .emission_interval_us();
         // limit = max_burst + 1 ≤ MAX / T keeps τ = T × limit in range.
-        let max_burst = max_burst.min(crate::time::MAX_PERIOD_US / t - 1);
+        let max_burst = max_burst.min(ratelimit_core::time::MAX_PERIOD_US / t - 1);
         Gcra::new(max_burst, tokens, period_us).unwrap()
     })
 }
@@ -323,10 +323,10 @@ fn extreme_gcra() -> impl Strategy<Value = Gcra> {
 /// Any parameters `TokenBucket::new` accepts, biased to the edges.
 fn extreme_bucket() -> impl Strategy<Value = TokenBucket> {
     (wide_nonneg(), wide_nonneg(), wide_nonneg()).prop_map(|(capacity, tokens, period_us)| {
-        let period_us = period_us.clamp(1, crate::time::MAX_PERIOD_US);
+        let period_us = period_us.clamp(1, ratelimit_core::time::MAX_PERIOD_US);
         let tokens = tokens.clamp(1, period_us);
         // ⌈capacity × period / tokens⌉ ≤ MAX ⟺ capacity ≤ MAX × tokens / period.
-        let most = (i128::from(crate::time::MAX_PERIOD_US) * i128::from(tokens)
+        let most = (i128::from(ratelimit_core::time::MAX_PERIOD_US) * i128::from(tokens)
             / i128::from(period_us))
         .min(i128::from(i64::MAX)) as i64;
         TokenBucket::new(capacity.clamp(1, most), tokens, period_us).unwrap()

@@ -67,6 +67,18 @@ pub struct LogUpdate {
     pub expire_at_us: i64,
 }
 
+impl LogUpdate {
+    /// Applies this update to `log` (timestamps in µs, oldest first), the
+    /// way the module applies it to the sorted set: the reference of what
+    /// the update means, for tests and for any other storage.
+    pub fn apply_to(&self, log: &mut Vec<i64>) {
+        let stale = log.partition_point(|&t| t <= self.remove_through_us);
+        log.drain(..stale.min(usize::try_from(self.remove_at_most).unwrap_or(0)));
+        let added = usize::try_from(self.add_count).unwrap_or(0);
+        log.resize(log.len() + added, self.add_at_us);
+    }
+}
+
 /// A decision and, for an allowed request, the change to the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogOutcome {
@@ -128,7 +140,7 @@ impl SlidingLog {
     /// Errors: those of `log`; [`Error::Overflow`] at the clock's extremes.
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+    /// use ratelimit_core::algorithm::sliding_log::SlidingLog;
     /// let sl = SlidingLog::new(3, 1_000_000).unwrap();
     /// let log: &[i64] = &[100_000, 200_000, 300_000];
     /// let r = sl.refund(log, 500_000, 1).unwrap();
@@ -182,7 +194,7 @@ impl SlidingLog {
     /// the window.
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+    /// use ratelimit_core::algorithm::sliding_log::SlidingLog;
     /// let sl = SlidingLog::new(1000, 60_000_000).unwrap();
     /// assert_eq!(sl.call_entries(1), 1001);
     /// assert_eq!(sl.call_entries(5000), 2000);
@@ -201,7 +213,7 @@ impl SlidingLog {
     /// Errors: those of `log`; [`Error::Overflow`] at the clock's extremes.
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::sliding_log::SlidingLog;
+    /// use ratelimit_core::algorithm::sliding_log::SlidingLog;
     /// let sl = SlidingLog::new(2, 1_000_000).unwrap();
     /// // Two tokens logged at 0.8 s; at 1.1 s both are still in the window.
     /// let log: &[i64] = &[800_000, 800_000];
@@ -278,7 +290,6 @@ impl SlidingLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::harness::apply_log as apply;
 
     const S: i64 = 1_000_000;
     const MS: i64 = 1_000;
@@ -300,7 +311,7 @@ mod tests {
             assert_eq!(out.update.is_none(), limited, "case {i}");
             if let Some(u) = out.update {
                 assert_eq!(u.expire_at_us - (T0 + at), reset, "case {i}");
-                apply(&mut log, &u);
+                u.apply_to(&mut log);
             }
         }
         log
@@ -373,7 +384,7 @@ mod tests {
         );
         let u = out.update.unwrap();
         assert_eq!(u.remove_at_most, 1 + SlidingLog::STALE_REMOVED_PER_CALL);
-        apply(&mut log, &u);
+        u.apply_to(&mut log);
         assert_eq!(log.len(), 10_000 - 129 + 2 + 1);
         // Full now: limited, exact retry (the oldest live entry leaves at +0.5 s).
         let d = sl.decide(log.as_slice(), T0, 1).unwrap().decision;
@@ -382,7 +393,7 @@ mod tests {
         let mut now = T0 + S;
         while log.first().is_some_and(|&t| t < T0 - 50 * S) {
             let u = sl.decide(log.as_slice(), now, 1).unwrap().update.unwrap();
-            apply(&mut log, &u);
+            u.apply_to(&mut log);
             now += S;
         }
     }

@@ -13,7 +13,7 @@ use super::Decision;
 /// `None` for no decisions.
 ///
 /// ```
-/// use redis_ratelimit::algorithm::{all::binding, Decision};
+/// use ratelimit_core::algorithm::{all::binding, Decision};
 /// let d = |limited, remaining, retry| Decision {
 ///     limited, limit: 10, remaining, retry_after_us: retry, reset_after_us: 0,
 /// };

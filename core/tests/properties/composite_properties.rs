@@ -7,15 +7,15 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::all::binding;
-use super::block;
-use super::fixed_window::FixedWindow;
-use super::gcra::Gcra;
-use super::sliding_log::SlidingLog;
-use super::sliding_window::SlidingWindow;
-use super::strategies::{TestResult, EPOCH_2025_US};
-use super::token_bucket::TokenBucket;
-use super::{Algorithm, Decision, RefundWrite};
+use crate::strategies::{TestResult, EPOCH_2025_US};
+use ratelimit_core::algorithm::all::binding;
+use ratelimit_core::algorithm::block;
+use ratelimit_core::algorithm::fixed_window::FixedWindow;
+use ratelimit_core::algorithm::gcra::Gcra;
+use ratelimit_core::algorithm::sliding_log::SlidingLog;
+use ratelimit_core::algorithm::sliding_window::SlidingWindow;
+use ratelimit_core::algorithm::token_bucket::TokenBucket;
+use ratelimit_core::algorithm::{Algorithm, Decision, RefundWrite};
 
 const S: i64 = 1_000_000;
 

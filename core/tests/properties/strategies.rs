@@ -6,7 +6,7 @@ use std::fmt::Debug;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use super::{Algorithm, Outcome, STATE_BUF_LEN};
+use ratelimit_core::algorithm::{Algorithm, Outcome, STATE_BUF_LEN};
 
 /// Cases of the single-call tests at extreme values.
 pub const EXTREME_CASES: u32 = 1024;

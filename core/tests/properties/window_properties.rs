@@ -30,22 +30,22 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use super::strategies::{
+use crate::strategies::{
     check_round_trip, decide, rate, start, wide, wide_nonneg, TestResult, EXTREME_CASES, MAX_STEPS,
 };
 
-use super::fixed_window::{FixedWindow, WindowCount};
-use super::harness::{
+use crate::harness::{
     admitted, apply_log, check_decode, decide_log, new_result_is_documented, simulate,
     simulate_log, state_bytes, Expiry, Limiter, Requests, Step,
 };
-use super::leaky_bucket::LeakyBucket;
-use super::sliding_log::{LogOutcome, SlidingLog};
-use super::sliding_window::{SlidingWindow, WindowCounts};
-use super::token_bucket::FullAt;
-use super::{Algorithm, Decision, Outcome};
-use crate::error::{Error, Result};
-use crate::time::{ceil_div, ceil_ms, US_PER_MS};
+use ratelimit_core::algorithm::fixed_window::{FixedWindow, WindowCount};
+use ratelimit_core::algorithm::leaky_bucket::LeakyBucket;
+use ratelimit_core::algorithm::sliding_log::{LogOutcome, SlidingLog};
+use ratelimit_core::algorithm::sliding_window::{SlidingWindow, WindowCounts};
+use ratelimit_core::algorithm::token_bucket::FullAt;
+use ratelimit_core::algorithm::{Algorithm, Decision, Outcome};
+use ratelimit_core::error::{Error, Result};
+use ratelimit_core::time::{ceil_div, ceil_ms, US_PER_MS};
 
 /// Cases per property: with timelines of at most [`MAX_STEPS`] requests the
 /// whole file runs in a few seconds in a debug build.
@@ -483,10 +483,10 @@ fn leaky_timeline(
 /// Any parameters `LeakyBucket::new` accepts, biased to the edges.
 fn extreme_leaky() -> impl Strategy<Value = LeakyBucket> {
     (wide_nonneg(), wide_nonneg(), wide_nonneg()).prop_map(|(capacity, tokens, period_us)| {
-        let period_us = period_us.clamp(1, crate::time::MAX_PERIOD_US);
+        let period_us = period_us.clamp(1, ratelimit_core::time::MAX_PERIOD_US);
         let tokens = tokens.clamp(1, period_us);
         // ⌈capacity × period / tokens⌉ ≤ MAX ⟺ capacity ≤ MAX × tokens / period.
-        let most = (i128::from(crate::time::MAX_PERIOD_US) * i128::from(tokens)
+        let most = (i128::from(ratelimit_core::time::MAX_PERIOD_US) * i128::from(tokens)
             / i128::from(period_us))
         .min(i128::from(i64::MAX)) as i64;
         LeakyBucket::new(capacity.clamp(1, most), tokens, period_us).unwrap()
@@ -1129,7 +1129,7 @@ proptest! {
         cost in wide_nonneg(),
     ) {
         new_result_is_documented(FixedWindow::new(raw.0, raw.1))?;
-        let (limit, window_us) = (limit.max(1), window_us.clamp(1, crate::time::MAX_PERIOD_US));
+        let (limit, window_us) = (limit.max(1), window_us.clamp(1, ratelimit_core::time::MAX_PERIOD_US));
         let fw = FixedWindow::new(limit, window_us).unwrap();
         let state = state.map(|(window_start_us, count)| WindowCount { window_start_us, count, first: false });
         check_total(fw.decide(state, now_us, cost), |o| {
@@ -1146,7 +1146,7 @@ proptest! {
         cost in wide_nonneg(),
     ) {
         new_result_is_documented(SlidingWindow::new(raw.0, raw.1))?;
-        let (limit, window_us) = (limit.max(1), window_us.clamp(1, crate::time::MAX_PERIOD_US));
+        let (limit, window_us) = (limit.max(1), window_us.clamp(1, ratelimit_core::time::MAX_PERIOD_US));
         let sw = SlidingWindow::new(limit, window_us).unwrap();
         let state = state.map(|(window_start_us, previous, current)| WindowCounts {
             window_start_us,
@@ -1167,7 +1167,7 @@ proptest! {
         cost in wide_nonneg(),
     ) {
         new_result_is_documented(SlidingLog::new(raw.0, raw.1))?;
-        let window_us = window_us.clamp(1, crate::time::MAX_PERIOD_US);
+        let window_us = window_us.clamp(1, ratelimit_core::time::MAX_PERIOD_US);
         let sl = SlidingLog::new(limit, window_us).unwrap();
         log.sort_unstable();
         check_total(sl.decide(&log[..], now_us, cost), |o| {
@@ -1212,7 +1212,7 @@ fn sliding_window_decide_near_the_most_negative_clock_is_ok_or_overflow() {
 /// both counts of a (decodable) state and the cost are near the limit.
 #[test]
 fn sliding_window_decide_with_counts_near_i64_max_is_ok_or_overflow() {
-    let sw = SlidingWindow::new(i64::MAX, crate::time::MAX_PERIOD_US).unwrap();
+    let sw = SlidingWindow::new(i64::MAX, ratelimit_core::time::MAX_PERIOD_US).unwrap();
     let state = WindowCounts {
         window_start_us: 0,
         previous: i64::MAX,

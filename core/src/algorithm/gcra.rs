@@ -50,7 +50,7 @@ impl Gcra {
     /// [`Error::Overflow`] when `max_burst + 1` does not fit in `i64`.
     ///
     /// ```
-    /// use redis_ratelimit::algorithm::gcra::Gcra;
+    /// use ratelimit_core::algorithm::gcra::Gcra;
     /// // 10 tokens per second with bursts of 4 more: T = 100 ms, τ = 500 ms.
     /// let gcra = Gcra::new(4, 10, 1_000_000).unwrap();
     /// assert_eq!(gcra.emission_interval_us(), 100_000);

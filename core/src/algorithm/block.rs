@@ -39,7 +39,7 @@ pub const BLOCKED_BUF_LEN: usize = STATE_BUF_LEN + 21;
 /// the algorithm's own bytes; `None` when a `B` prefix is malformed.
 ///
 /// ```
-/// use redis_ratelimit::algorithm::block::split;
+/// use ratelimit_core::algorithm::block::split;
 /// assert_eq!(split(b"1763700000000000"), Some((None, &b"1763700000000000"[..])));
 /// assert_eq!(split(b"B1763700060000000;17"), Some((Some(1_763_700_060_000_000), &b"17"[..])));
 /// assert_eq!(split(b"B17;"), Some((Some(17), &b""[..])));

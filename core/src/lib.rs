@@ -1,0 +1,19 @@
+//! The pure core of redis-ratelimit: everything that decides, nothing that
+//! touches a server.
+//!
+//! * [`algorithm`] — the rate-limiting algorithms as pure state transitions
+//!   `(previous state, now, parameters, cost) → (decision, new state)`, one
+//!   per file, with their state codecs;
+//! * [`error`] — every error a command can reply with, in one place;
+//! * [`time`] — the units (`i64` µs) and their conversions.
+//!
+//! The Redis module (`redis-ratelimit`) is the glue around it: it reads the
+//! state from a key, reads the server clock once, calls into this crate,
+//! writes and replicates the effect. This crate has no `unsafe` code and no
+//! `redis-module` in its dependency tree (CI checks both).
+
+#![forbid(unsafe_code)]
+
+pub mod algorithm;
+pub mod error;
+pub mod time;
