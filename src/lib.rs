@@ -4,9 +4,13 @@
 //!   `ratelimit-core` crate (no Redis in its dependency tree);
 //! * `command` — one thin handler per Redis command, and the shared glue;
 //! * `server` — the one home of the server's module API: safe functions and
-//!   types over it, the entry points (`RedisModule_OnLoad`) and the allocator;
+//!   types over it, and the allocator; it never imports `command`;
+//! * `entry` — the composition root: the exported entry points
+//!   (`RedisModule_OnLoad`, `RedisModule_OnUnload`), and the hooks through
+//!   which the server's callbacks reach the commands.
 
 mod command;
+mod entry;
 mod server;
 
 // The pure core (algorithms, errors, time units) lives in its own crate,

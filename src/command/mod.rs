@@ -31,7 +31,7 @@ use std::ffi::{c_int, CStr};
 use crate::algorithm::cell;
 use crate::algorithm::Decision;
 use crate::error::Result;
-use crate::server::registry::{self, entry_point, EntryPoint};
+use crate::server::registry::{self, EntryPoint};
 use crate::server::string::Arg;
 use crate::server::{self, aof, config, effects, info, rdb, reply, Ctx};
 use crate::time::ceil_ms;
@@ -188,6 +188,22 @@ pub fn run(ctx: Ctx, argv: &[Arg], spec: &Spec) -> c_int {
     }
 }
 
+/// Declares the `extern "C"` entry point `$fn_name` that runs the command
+/// described by `$spec` through [`run`], through [`registry::dispatch`] (the boundary every call crosses).
+macro_rules! entry_point {
+    ($fn_name:ident, $spec:path) => {
+        extern "C" fn $fn_name(
+            ctx: *mut redis_module::raw::RedisModuleCtx,
+            argv: *mut *mut redis_module::raw::RedisModuleString,
+            argc: std::ffi::c_int,
+        ) -> std::ffi::c_int {
+            $crate::server::registry::dispatch(ctx, argv, argc, |ctx, args| {
+                $crate::command::run(ctx, args, &$spec)
+            })
+        }
+    };
+}
+
 entry_point!(rl_gcra, gcra::SPEC);
 entry_point!(rl_tokenbucket, token_bucket::SPEC);
 entry_point!(cl_throttle, throttle::SPEC);
@@ -325,7 +341,7 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
     // RL.POLICY's shape depends on `policies`, which a config line may set
     // (it wins over the load argument): the configs are loaded first.
     settings::apply(settings);
-    if !config::register(ctx) {
+    if !config::register(ctx, &settings::CONFIGS) {
         return Err("the server refused the module's configs (ratelimit.*)".into());
     }
     if settings::policies_carried() {

@@ -945,9 +945,16 @@ pub fn on_load_start() {
     *before_load() = Some(current);
 }
 
-/// The load ended.
-pub fn on_load_ended() {
+/// The load ended. With `policies no`, says how many policies the data
+/// brought: kept (saved again, replicated changes applied), not served.
+pub fn on_load_ended(ctx: Ctx) {
     *before_load() = None;
+    let count = count();
+    if settings::policies_mode() == settings::PoliciesMode::No && count > 0 {
+        ctx.log_warning(&format!(
+            "ratelimit: {count} policies loaded and kept, not served (policies no): RL.POLICY and RL.LIMIT refuse until the module is loaded with policies yes"
+        ));
+    }
 }
 
 /// The load failed: the policies in force before it come back.

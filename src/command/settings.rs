@@ -30,6 +30,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 
 use crate::algorithm::sliding_log::SlidingLog;
+use crate::server::config::{BoolSetting, EnumSetting, NumericSetting, Setting};
 use crate::server::string::Arg;
 
 /// The default of `sliding-log-max-limit`: a call that adds or walks this
@@ -222,3 +223,47 @@ pub fn set_sliding_log_call_budget(budget: i64) {
         Ordering::Relaxed,
     );
 }
+
+// ---- the module configs ----
+
+/// The module configs, in the order they are registered (`ratelimit.<name>`).
+pub static CONFIGS: [Setting; 4] = [
+    Setting::Numeric(&NumericSetting {
+        name: c"sliding-log-max-limit",
+        min: 1,
+        max: SlidingLog::MAX_LIMIT,
+        get: sliding_log_max_limit,
+        set: set_sliding_log_max_limit,
+    }),
+    // Switching propagation mode while running is not safe (the filter is
+    // registered at load only): immutable.
+    Setting::Bool(&BoolSetting {
+        name: c"propagate-always",
+        immutable: true,
+        get: propagate_always,
+        set: set_propagate_always,
+    }),
+    // Policies need a data type, registered at load: immutable too. The
+    // values are `PoliciesMode::ALL`'s words, in that order.
+    Setting::Enum(&EnumSetting {
+        name: c"policies",
+        immutable: true,
+        words: &[c"yes", c"no", c"unloadable"],
+        get: || policies_mode() as usize,
+        set: |index| match PoliciesMode::ALL.get(index) {
+            Some(&mode) => {
+                set_policies(mode);
+                true
+            }
+            None => false,
+        },
+    }),
+    // `CONFIG SET` takes effect at the next call.
+    Setting::Numeric(&NumericSetting {
+        name: c"sliding-log-call-budget",
+        min: 1,
+        max: SLIDING_LOG_CALL_BUDGET_MAX,
+        get: sliding_log_call_budget,
+        set: set_sliding_log_call_budget,
+    }),
+];

@@ -8,17 +8,16 @@
 //! opens the new incremental file before it forks the rewrite, and fires the
 //! `FORK_CHILD_BORN` event in the parent right after the fork: whatever the
 //! module propagates from that event lands in the new incremental file,
-//! which the server keeps with the new base (see `command::policy_aof`).
+//! which the server keeps with the new base (see [`super::hooks::Hooks::on_fork_born`]).
 
 use std::ffi::{c_int, c_void};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleEvent};
 
 use super::{api_fn, guard, Ctx, OK};
-use crate::command::policy_aof;
 
 /// Subscribes to fork events (`RedisModuleEvent_ForkChild`), reported to
-/// `command::policy_aof::on_fork_born`. False when the server lacks the API
+/// [`super::hooks::Hooks::on_fork_born`]. False when the server lacks the API
 /// or refused.
 pub fn subscribe_fork(ctx: Ctx) -> bool {
     let Some(subscribe) = api_fn!(RedisModule_SubscribeToServerEvent) else {
@@ -42,7 +41,9 @@ extern "C" fn on_fork(
         || {
             if subevent == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN {
                 if let Some(ctx) = Ctx::from_raw(ctx) {
-                    policy_aof::on_fork_born(ctx);
+                    if let Some(hooks) = super::hooks::get() {
+                        (hooks.on_fork_born)(ctx);
+                    }
                 }
             }
         },
@@ -152,7 +153,7 @@ pub fn replicate_policy_load_to_aof(ctx: Ctx, text: &[u8]) -> bool {
     done == OK
 }
 
-/// Calls `command::policy_aof::on_retry` in `period_ms` milliseconds, from
+/// Calls [`super::hooks::Hooks::on_aof_timer`] in `period_ms` milliseconds, from
 /// the server's event loop. False when the server lacks timers.
 pub fn retry_in(ctx: Ctx, period_ms: i64) -> bool {
     let Some(create) = api_fn!(RedisModule_CreateTimer) else {
@@ -174,7 +175,9 @@ extern "C" fn on_timer(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     guard(
         || {
             if let Some(ctx) = Ctx::from_raw(ctx) {
-                policy_aof::on_retry(ctx);
+                if let Some(hooks) = super::hooks::get() {
+                    (hooks.on_aof_timer)(ctx);
+                }
             }
         },
         || (),

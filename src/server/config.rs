@@ -1,22 +1,63 @@
-//! Module configs (Redis 7.0+, Valkey): `ratelimit.sliding-log-max-limit`,
-//! `ratelimit.sliding-log-call-budget`,
-//! `ratelimit.propagate-always` and `ratelimit.policies` show in `CONFIG GET ratelimit.*`, are set by
-//! `ratelimit.<name> <value>` lines of the server's config (or
-//! `MODULE LOADEX … CONFIG`), change with `CONFIG SET` where that is safe, and
-//! persist with `CONFIG REWRITE`. The values live in `command::settings`; the
-//! load arguments give the defaults.
+//! Module configs (Redis 7.0+, Valkey): each shows in `CONFIG GET
+//! ratelimit.*`, is set by a `ratelimit.<name> <value>` line of the server's
+//! config (or `MODULE LOADEX … CONFIG`), changes with `CONFIG SET` unless it
+//! is immutable, and persists with `CONFIG REWRITE`. Which configs exist and
+//! where their values live is the module's business (`command::settings`
+//! hands them in as [`Setting`]s); this file registers them with the server.
+//! Each setting is handed to the server as its config's private data, so one
+//! pair of callbacks serves every config of a kind.
 
-use std::ffi::{c_char, c_int, c_longlong, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_longlong, c_uint, c_void, CStr};
 
 use redis_module::raw::{self, RedisModuleString};
 
 use super::{api_fn, guard, Ctx, ERR, OK};
-use crate::command::settings;
 
-/// Registers the configs with the current settings as defaults, then has the
-/// server apply the values its config gave. False (refuse the load) when the
-/// server refused one; true, doing nothing, where it has no module configs.
-pub fn register(ctx: Ctx) -> bool {
+/// One module config.
+pub enum Setting {
+    Numeric(&'static NumericSetting),
+    Bool(&'static BoolSetting),
+    Enum(&'static EnumSetting),
+}
+
+/// A numeric config (mutable): its name, bounds (the server checks them
+/// before `set`) and where its value lives.
+pub struct NumericSetting {
+    pub name: &'static CStr,
+    pub min: i64,
+    pub max: i64,
+    pub get: fn() -> i64,
+    pub set: fn(i64),
+}
+
+/// A yes/no config.
+pub struct BoolSetting {
+    pub name: &'static CStr,
+    /// Set only at load (the server refuses `CONFIG SET`).
+    pub immutable: bool,
+    pub get: fn() -> bool,
+    pub set: fn(bool),
+}
+
+/// A config whose value is one of `words`, read and set as its index.
+pub struct EnumSetting {
+    pub name: &'static CStr,
+    /// Set only at load (the server refuses `CONFIG SET`).
+    pub immutable: bool,
+    pub words: &'static [&'static CStr],
+    pub get: fn() -> usize,
+    /// False when the index is not one of `words`.
+    pub set: fn(usize) -> bool,
+}
+
+/// The most words an [`EnumSetting`] may have.
+const MAX_WORDS: usize = 8;
+
+/// Registers `settings`, in order, with the current values as defaults, then
+/// has the server apply the values its config gave. False (refuse the load)
+/// when the server refused one; true, doing nothing, where it has no module
+/// configs.
+pub fn register(ctx: Ctx, settings: &'static [Setting]) -> bool {
     let (Some(numeric), Some(boolean), Some(enumerated), Some(load)) = (
         api_fn!(RedisModule_RegisterNumericConfig),
         api_fn!(RedisModule_RegisterBoolConfig),
@@ -25,127 +66,173 @@ pub fn register(ctx: Ctx) -> bool {
     ) else {
         return true;
     };
-    let limit = register_numeric(ctx, numeric, &SLIDING_LOG_MAX_LIMIT);
-    // Switching propagation mode while running is not safe (the filter is
-    // registered at load only): the setting is immutable.
-    // SAFETY: as above.
-    let always = unsafe {
-        boolean(
-            ctx.as_ptr(),
-            c"propagate-always".as_ptr(),
-            c_int::from(settings::propagate_always()),
-            raw::REDISMODULE_CONFIG_IMMUTABLE as c_uint,
-            Some(get_propagate_always),
-            Some(set_propagate_always),
-            None,
-            std::ptr::null_mut(),
-        )
-    };
-    // Policies need a data type, registered at load: immutable too. The
-    // values are `PoliciesMode::ALL`'s words, the integers their index.
-    let mut words: [*const c_char; 3] = [c"yes".as_ptr(), c"no".as_ptr(), c"unloadable".as_ptr()];
-    let values: [c_int; 3] = [0, 1, 2];
-    // SAFETY: as above; the server copies the value names and integers.
-    let policies = unsafe {
-        enumerated(
-            ctx.as_ptr(),
-            c"policies".as_ptr(),
-            settings::policies_mode() as c_int,
-            raw::REDISMODULE_CONFIG_IMMUTABLE as c_uint,
-            words.as_mut_ptr(),
-            values.as_ptr(),
-            3,
-            Some(get_policies),
-            Some(set_policies),
-            None,
-            std::ptr::null_mut(),
-        )
-    };
-    let budget = register_numeric(ctx, numeric, &SLIDING_LOG_CALL_BUDGET);
-    if limit != OK || always != OK || policies != OK || budget != OK {
+    let mut all_ok = true;
+    for setting in settings {
+        let registered = match setting {
+            Setting::Numeric(s) => register_numeric(ctx, numeric, s),
+            Setting::Bool(s) => register_bool(ctx, boolean, s),
+            Setting::Enum(s) => register_enum(ctx, enumerated, s),
+        };
+        all_ok &= registered == OK;
+    }
+    if !all_ok {
         return false;
     }
     // SAFETY: the load context, after registering every config.
     unsafe { load(ctx.as_ptr()) == OK }
 }
 
-extern "C" fn get_propagate_always(_name: *const c_char, _data: *mut c_void) -> c_int {
-    guard(|| c_int::from(settings::propagate_always()), || 0)
+/// The server's flags for a config.
+fn flags(immutable: bool) -> c_uint {
+    if immutable {
+        raw::REDISMODULE_CONFIG_IMMUTABLE as c_uint
+    } else {
+        raw::REDISMODULE_CONFIG_DEFAULT as c_uint
+    }
 }
 
-extern "C" fn set_propagate_always(
-    _name: *const c_char,
-    value: c_int,
-    _data: *mut c_void,
-    _err: *mut *mut RedisModuleString,
-) -> c_int {
+/// The `&'static T` a config was registered with as its private data.
+fn setting<T>(data: *mut c_void) -> Option<&'static T> {
+    // SAFETY: `data` is null or the `&'static T` given at registration (the
+    // callbacks of a kind are registered with that kind's settings only).
+    unsafe { data.cast::<T>().cast_const().as_ref() }
+}
+
+/// `setting` as a config's private data.
+fn private_data<T>(setting: &'static T) -> *mut c_void {
+    std::ptr::from_ref(setting).cast_mut().cast()
+}
+
+// ---- yes/no ----
+
+type RegisterBool = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *const c_char,
+    c_int,
+    c_uint,
+    raw::RedisModuleConfigGetBoolFunc,
+    raw::RedisModuleConfigSetBoolFunc,
+    raw::RedisModuleConfigApplyFunc,
+    *mut c_void,
+) -> c_int;
+
+fn register_bool(ctx: Ctx, boolean: RegisterBool, setting: &'static BoolSetting) -> c_int {
+    // SAFETY: the load context; the name is static; the callbacks are static
+    // functions whose private data is `setting`, which lives for the whole
+    // process and is only read.
+    unsafe {
+        boolean(
+            ctx.as_ptr(),
+            setting.name.as_ptr(),
+            c_int::from((setting.get)()),
+            flags(setting.immutable),
+            Some(get_bool),
+            Some(set_bool),
+            None,
+            private_data(setting),
+        )
+    }
+}
+
+extern "C" fn get_bool(_name: *const c_char, data: *mut c_void) -> c_int {
     guard(
-        || {
-            settings::set_propagate_always(value != 0);
-            OK
-        },
-        || ERR,
+        || setting::<BoolSetting>(data).map_or(0, |s| c_int::from((s.get)())),
+        || 0,
     )
 }
 
-extern "C" fn get_policies(_name: *const c_char, _data: *mut c_void) -> c_int {
-    guard(|| settings::policies_mode() as c_int, || 0)
-}
-
-extern "C" fn set_policies(
+extern "C" fn set_bool(
     _name: *const c_char,
     value: c_int,
-    _data: *mut c_void,
+    data: *mut c_void,
     _err: *mut *mut RedisModuleString,
 ) -> c_int {
     guard(
-        || {
-            let mode = usize::try_from(value)
-                .ok()
-                .and_then(|i| settings::PoliciesMode::ALL.get(i).copied());
-            match mode {
-                Some(mode) => {
-                    settings::set_policies(mode);
-                    OK
-                }
-                None => ERR,
+        || match setting::<BoolSetting>(data) {
+            Some(s) => {
+                (s.set)(value != 0);
+                OK
             }
+            None => ERR,
         },
         || ERR,
     )
 }
 
-// ---- the numeric settings ----
+// ---- one of several words ----
 
-/// A numeric config: its name, bounds (the server checks them before `set`)
-/// and where its value lives. Handed to the server as the config's private
-/// data, so one pair of callbacks serves every numeric config.
-struct NumericSetting {
-    name: &'static std::ffi::CStr,
-    min: i64,
-    max: i64,
-    get: fn() -> i64,
-    set: fn(i64),
+type RegisterEnum = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *const c_char,
+    c_int,
+    c_uint,
+    *mut *const c_char,
+    *const c_int,
+    c_int,
+    raw::RedisModuleConfigGetEnumFunc,
+    raw::RedisModuleConfigSetEnumFunc,
+    raw::RedisModuleConfigApplyFunc,
+    *mut c_void,
+) -> c_int;
+
+fn register_enum(ctx: Ctx, enumerated: RegisterEnum, setting: &'static EnumSetting) -> c_int {
+    let count = setting.words.len();
+    if count == 0 || count > MAX_WORDS {
+        return ERR;
+    }
+    let mut words: [*const c_char; MAX_WORDS] = [std::ptr::null(); MAX_WORDS];
+    let mut values: [c_int; MAX_WORDS] = [0; MAX_WORDS];
+    for (i, word) in setting.words.iter().enumerate() {
+        words[i] = word.as_ptr();
+        values[i] = i as c_int;
+    }
+    let default = c_int::try_from((setting.get)()).unwrap_or(0);
+    // SAFETY: as for `register_bool`; the server copies the `count` value
+    // names and integers.
+    unsafe {
+        enumerated(
+            ctx.as_ptr(),
+            setting.name.as_ptr(),
+            default,
+            flags(setting.immutable),
+            words.as_mut_ptr(),
+            values.as_ptr(),
+            count as c_int,
+            Some(get_enum),
+            Some(set_enum),
+            None,
+            private_data(setting),
+        )
+    }
 }
 
-/// `ratelimit.sliding-log-max-limit` (mutable).
-static SLIDING_LOG_MAX_LIMIT: NumericSetting = NumericSetting {
-    name: c"sliding-log-max-limit",
-    min: 1,
-    max: crate::algorithm::sliding_log::SlidingLog::MAX_LIMIT,
-    get: settings::sliding_log_max_limit,
-    set: settings::set_sliding_log_max_limit,
-};
+extern "C" fn get_enum(_name: *const c_char, data: *mut c_void) -> c_int {
+    guard(
+        || {
+            setting::<EnumSetting>(data)
+                .and_then(|s| c_int::try_from((s.get)()).ok())
+                .unwrap_or(0)
+        },
+        || 0,
+    )
+}
 
-/// `ratelimit.sliding-log-call-budget` (mutable: `CONFIG SET` takes effect
-/// at the next call).
-static SLIDING_LOG_CALL_BUDGET: NumericSetting = NumericSetting {
-    name: c"sliding-log-call-budget",
-    min: 1,
-    max: settings::SLIDING_LOG_CALL_BUDGET_MAX,
-    get: settings::sliding_log_call_budget,
-    set: settings::set_sliding_log_call_budget,
-};
+extern "C" fn set_enum(
+    _name: *const c_char,
+    value: c_int,
+    data: *mut c_void,
+    _err: *mut *mut RedisModuleString,
+) -> c_int {
+    guard(
+        || match (setting::<EnumSetting>(data), usize::try_from(value)) {
+            (Some(s), Ok(index)) if (s.set)(index) => OK,
+            _ => ERR,
+        },
+        || ERR,
+    )
+}
+
+// ---- numbers ----
 
 type RegisterNumeric = unsafe extern "C" fn(
     *mut raw::RedisModuleCtx,
@@ -176,20 +263,16 @@ fn register_numeric(ctx: Ctx, numeric: RegisterNumeric, setting: &'static Numeri
             Some(get_numeric),
             Some(set_numeric),
             None,
-            std::ptr::from_ref(setting).cast_mut().cast(),
+            private_data(setting),
         )
     }
 }
 
-/// The `NumericSetting` a numeric config was registered with.
-fn numeric_setting(data: *mut c_void) -> Option<&'static NumericSetting> {
-    // SAFETY: `data` is null or the `&'static NumericSetting` given at
-    // registration (`register_numeric`).
-    unsafe { data.cast::<NumericSetting>().cast_const().as_ref() }
-}
-
 extern "C" fn get_numeric(_name: *const c_char, data: *mut c_void) -> c_longlong {
-    guard(|| numeric_setting(data).map_or(0, |s| (s.get)()), || 0)
+    guard(
+        || setting::<NumericSetting>(data).map_or(0, |s| (s.get)()),
+        || 0,
+    )
 }
 
 extern "C" fn set_numeric(
@@ -200,7 +283,7 @@ extern "C" fn set_numeric(
 ) -> c_int {
     // The server checked the bounds given at registration.
     guard(
-        || match numeric_setting(data) {
+        || match setting::<NumericSetting>(data) {
             Some(setting) => {
                 (setting.set)(value);
                 OK

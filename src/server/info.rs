@@ -2,7 +2,7 @@
 //! `INFO replication` fields, the `INFO ratelimit` section, the command
 //! filter that watches for `SYNC`/`PSYNC`, server events, and whether a
 //! command exists under its own name. Every callback catches panics
-//! ([`super::guard`]) and hands over to safe code in `command::propagate`.
+//! ([`super::guard`]) and hands over to the module's hooks ([`super::hooks`]).
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -13,7 +13,6 @@ use redis_module::raw::{
 };
 
 use super::{api_fn, guard, Ctx, OK};
-use crate::command::{policy, propagate, settings};
 
 /// `INFO replication` as far as skipping propagation needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +101,7 @@ impl InfoWriter {
 }
 
 /// Registers the module's `INFO` section, written by
-/// `command::write_info` (at load).
+/// [`super::hooks::Hooks::write_info`] (at load).
 pub fn register_info(ctx: Ctx) {
     // SAFETY: a plain read of a function pointer set at load.
     if let Some(register) = unsafe { raw::RedisModule_RegisterInfoFunc } {
@@ -123,7 +122,9 @@ extern "C" fn on_info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c_int) {
             if unsafe { section(ctx, std::ptr::null_mut()) } != OK {
                 return;
             }
-            crate::command::write_info(&mut InfoWriter { raw: ctx });
+            if let Some(hooks) = super::hooks::get() {
+                (hooks.write_info)(&mut InfoWriter { raw: ctx });
+            }
         },
         || (),
     );
@@ -132,7 +133,7 @@ extern "C" fn on_info(ctx: *mut RedisModuleInfoCtx, _for_crash_report: c_int) {
 /// The registered command filter, null when none is.
 static FILTER: AtomicPtr<RedisModuleCommandFilter> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Registers the command filter that tells `command::propagate` about
+/// Registers the command filter that tells [`super::hooks::Hooks::on_sync`] about
 /// `SYNC`/`PSYNC`; it skips the module's own calls (`NOSELF`). False when the
 /// server lacks the API or refused.
 pub fn register_sync_filter(ctx: Ctx) -> bool {
@@ -200,7 +201,9 @@ extern "C" fn on_command(fctx: *mut RedisModuleCommandFilterCtx) {
             // the callback.
             let name = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
             if name.eq_ignore_ascii_case(b"sync") || name.eq_ignore_ascii_case(b"psync") {
-                propagate::on_sync();
+                if let Some(hooks) = super::hooks::get() {
+                    (hooks.on_sync)();
+                }
             }
         },
         || (),
@@ -208,7 +211,7 @@ extern "C" fn on_command(fctx: *mut RedisModuleCommandFilterCtx) {
 }
 
 /// Subscribes to role changes and dataset loads, reported to
-/// `command::propagate::on_role_or_load`. False when the server lacks the
+/// [`super::hooks::Hooks::on_role_or_load`]. False when the server lacks the
 /// API or refused.
 pub fn subscribe_role_and_loading(ctx: Ctx) -> bool {
     // SAFETY: a plain read of a function pointer set at load.
@@ -228,7 +231,7 @@ pub fn subscribe_role_and_loading(ctx: Ctx) -> bool {
 }
 
 /// Subscribes to config changes, reported to
-/// `command::propagate::on_role_or_load` (the AOF turns on through
+/// [`super::hooks::Hooks::on_role_or_load`] (the AOF turns on through
 /// `CONFIG SET appendonly`). False when the server lacks the event or refused.
 pub fn subscribe_config_changes(ctx: Ctx) -> bool {
     // SAFETY: a plain read of a function pointer set at load.
@@ -244,7 +247,7 @@ pub fn subscribe_config_changes(ctx: Ctx) -> bool {
 }
 
 /// Subscribes to dataset loads for the policies (see
-/// `command::policy::on_load_start`). False when the server lacks the API or
+/// [`super::hooks::Hooks::on_load_start`]). False when the server lacks the API or
 /// refused.
 pub fn subscribe_loading(ctx: Ctx) -> bool {
     // SAFETY: a plain read of a function pointer set at load.
@@ -268,36 +271,27 @@ extern "C" fn on_event(
 ) {
     guard(
         || {
+            let Some(hooks) = super::hooks::get() else {
+                return;
+            };
             if event.id == raw::REDISMODULE_EVENT_LOADING {
                 match subevent {
                     raw::REDISMODULE_SUBEVENT_LOADING_RDB_START
                     | raw::REDISMODULE_SUBEVENT_LOADING_AOF_START
-                    | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => policy::on_load_start(),
+                    | raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => (hooks.on_load_start)(),
                     raw::REDISMODULE_SUBEVENT_LOADING_ENDED => {
-                        policy::on_load_ended();
                         if let Some(ctx) = Ctx::from_raw(ctx) {
-                            log_policies_not_served(ctx);
+                            (hooks.on_load_ended)(ctx);
                         }
                     }
-                    raw::REDISMODULE_SUBEVENT_LOADING_FAILED => policy::on_load_failed(),
+                    raw::REDISMODULE_SUBEVENT_LOADING_FAILED => (hooks.on_load_failed)(),
                     _ => {}
                 }
             }
-            propagate::on_role_or_load();
+            (hooks.on_role_or_load)();
         },
         || (),
     );
-}
-
-/// After a load with `policies no`: says how many policies the data
-/// brought, kept (saved again, replicated changes applied) but not served.
-fn log_policies_not_served(ctx: Ctx) {
-    let count = policy::count();
-    if settings::policies_mode() == settings::PoliciesMode::No && count > 0 {
-        ctx.log_warning(&format!(
-            "ratelimit: {count} policies loaded and kept, not served (policies no): RL.POLICY and RL.LIMIT refuse until the module is loaded with policies yes"
-        ));
-    }
 }
 
 /// Whether the server has `command` under its own name (`COMMAND INFO`

@@ -1,7 +1,8 @@
-//! The module's entry points (`RedisModule_OnLoad`, `RedisModule_OnUnload`)
-//! and its global allocator.
+//! What the module's entry points (`RedisModule_OnLoad`,
+//! `RedisModule_OnUnload`, exported by the composition root `crate::entry`)
+//! do on the server's side, and the module's global allocator.
 //!
-//! The module declares these itself rather than through the `redis_module!`
+//! The module declares the entry points itself rather than through the `redis_module!`
 //! macro, which also creates a detached thread-safe context at every load
 //! that the server never frees (a leak on each `MODULE UNLOAD` + `LOAD`) and
 //! registers machinery the module does not use.
@@ -11,6 +12,7 @@ use std::ffi::{c_char, c_int};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
+use super::hooks::Hooks;
 use super::string::args_of;
 use super::{guard, Ctx, ERR, OK};
 
@@ -62,15 +64,18 @@ unsafe impl GlobalAlloc for ModuleAllocator {
     }
 }
 
-/// Called by the server on `MODULE LOAD` / `loadmodule`.
+/// `RedisModule_OnLoad` (`MODULE LOAD` / `loadmodule`): initialises the
+/// module API, installs `hooks` and runs [`Hooks::load`] with the load
+/// arguments ([`Hooks::unload`] when it refuses).
 ///
 /// # Safety
-/// Called by the server only, with its load context and arguments.
-#[no_mangle]
-pub unsafe extern "C" fn RedisModule_OnLoad(
+/// Called from the server's `RedisModule_OnLoad` only, with its load context
+/// and arguments.
+pub unsafe fn on_load(
     ctx: *mut RedisModuleCtx,
     argv: *mut *mut RedisModuleString,
     argc: c_int,
+    hooks: &'static Hooks,
 ) -> c_int {
     // SAFETY: the load context; the name is a static NUL-terminated string.
     let init = unsafe {
@@ -98,12 +103,13 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     let Some(args) = args else {
         return ERR;
     };
+    super::hooks::install(hooks);
     guard(
-        || match crate::command::load(ctx, args) {
+        || match (hooks.load)(ctx, args) {
             Ok(()) => OK,
             Err(why) => {
                 ctx.log_warning(&format!("ratelimit: {why}; not loading"));
-                crate::command::unload(ctx);
+                (hooks.unload)(ctx);
                 ERR
             }
         },
@@ -111,18 +117,15 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
     )
 }
 
-/// Called by the server on `MODULE UNLOAD`: frees what the module created.
-///
-/// # Safety
-/// Called by the server only, with a context of this module.
-#[no_mangle]
-pub unsafe extern "C" fn RedisModule_OnUnload(ctx: *mut RedisModuleCtx) -> c_int {
+/// `RedisModule_OnUnload` (`MODULE UNLOAD`): runs [`Hooks::unload`], which
+/// frees what the module created.
+pub fn on_unload(ctx: *mut RedisModuleCtx, hooks: &'static Hooks) -> c_int {
     let Some(ctx) = Ctx::from_raw(ctx) else {
         return OK;
     };
     guard(
         || {
-            crate::command::unload(ctx);
+            (hooks.unload)(ctx);
             OK
         },
         || OK,

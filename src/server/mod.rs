@@ -19,6 +19,7 @@
 pub mod aof;
 pub mod config;
 pub mod effects;
+pub mod hooks;
 pub mod info;
 pub mod key;
 pub mod load;

@@ -20,23 +20,6 @@ use super::{guard, reply, Ctx, ERR, OK};
 pub type EntryPoint =
     extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
 
-/// Declares the `extern "C"` entry point `$fn_name` that runs the command
-/// described by `$spec` through [`crate::command::run`].
-macro_rules! entry_point {
-    ($fn_name:ident, $spec:path) => {
-        extern "C" fn $fn_name(
-            ctx: *mut redis_module::raw::RedisModuleCtx,
-            argv: *mut *mut redis_module::raw::RedisModuleString,
-            argc: std::ffi::c_int,
-        ) -> std::ffi::c_int {
-            $crate::server::registry::dispatch(ctx, argv, argc, |ctx, args| {
-                $crate::command::run(ctx, args, &$spec)
-            })
-        }
-    };
-}
-pub(crate) use entry_point;
-
 /// The boundary of every command call: wraps the context and the arguments
 /// and runs `body`, answering a caught panic with an `ERR` reply (a panic
 /// unwinding into the server would abort it). Bodies reply only after their
