@@ -21,6 +21,8 @@ use crate::algorithm::bucket_window::{self, BucketWindow};
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::leaky_bucket::LeakyBucket;
+use crate::algorithm::plan::{plan as plan_change, Change};
+pub use crate::algorithm::plan::{Op, Options};
 use crate::algorithm::recognize::is_limiter_state;
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog};
 use crate::algorithm::sliding_window::SlidingWindow;
@@ -84,35 +86,6 @@ pub struct Tally {
     pub soft_over: bool,
     /// This limit's own decision (as replied: after `SOFT` and `SHADOW`).
     pub decision: Option<Decision>,
-}
-
-/// What a call does with its tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// `TOKENS n` (default 1): take `n` if allowed.
-    Take(i64),
-    /// `REFUND n`: give `n` back, never beyond full.
-    Refund(i64),
-}
-
-/// The options every `RL.*` command and `RL.ALL` accept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Options {
-    pub op: Op,
-    /// `PEEK`: answer as the call would, write nothing.
-    pub peek: bool,
-    /// `BLOCK duration`, in µs.
-    pub block_us: Option<i64>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            op: Op::Take(1),
-            peek: false,
-            block_us: None,
-        }
-    }
 }
 
 /// A write planned for one key.
@@ -423,6 +396,13 @@ struct At<'o> {
     fresh: bool,
 }
 
+impl At<'_> {
+    /// The `BLOCK` asked for: the longer of the call's and its policy's.
+    fn block_us(&self) -> Option<i64> {
+        longer(self.options.block_us, self.modes.block_us)
+    }
+}
+
 /// A string write of `inner` (an algorithm's encoding), behind a block
 /// until `block_until_us` when one is given.
 fn string_write(
@@ -458,8 +438,7 @@ fn plan_string<'a, A: Algorithm>(
     command: &'static str,
     at: &At,
 ) -> Result<(Key<'a>, Planned<'a>)> {
-    let (now_us, options) = (at.now_us, at.options);
-    let block_us = longer(options.block_us, at.modes.block_us);
+    let now_us = at.now_us;
     let invalid = Error::InvalidState { command };
     let stored = if at.fresh { None } else { key.string()? };
     let old_len = stored.map(<[u8]>::len);
@@ -472,69 +451,61 @@ fn plan_string<'a, A: Algorithm>(
     } else {
         Some(A::decode(inner_bytes).ok_or_else(|| A::mismatch(inner_bytes).unwrap_or(invalid))?)
     };
-    let in_force = blocked_until_us.filter(|&until| until > now_us);
+    let p = plan_change(
+        at.options.op,
+        |cost| {
+            let outcome = algorithm.decide(state, now_us, cost)?;
+            Ok((outcome.decision, outcome.update))
+        },
+        |tokens| {
+            let refunded = algorithm.refund(state, now_us, tokens)?;
+            Ok((refunded.decision, refund_write(refunded.write)))
+        },
+        stored.is_some(),
+        blocked_until_us,
+        now_us,
+        at.block_us(),
+    )?;
     let encode = |s: &A::State| {
         let mut buf = [0u8; STATE_BUF_LEN];
         let len = A::encode(s, &mut buf);
         (buf, len)
     };
-    let (decision, commit, block_write) = match options.op {
-        Op::Take(cost) => {
-            let outcome = algorithm.decide(state, now_us, cost)?;
-            let decision = match in_force {
-                Some(until) => block::blocked_decision(outcome.decision, until, now_us)?,
-                None => outcome.decision,
-            };
-            let commit = match outcome.update {
-                Some(u) if !decision.limited => {
-                    // A block that ended is dropped with this write.
-                    let (buf, len) = encode(&u.state);
-                    string_write(None, &buf[..len], old_len, u.expire_at_us)
-                }
-                _ => Write::Nothing,
-            };
-            let (decision, block_write) = match block_us {
-                Some(block_us) if stored.is_some() => {
-                    match block::extend(&decision, in_force, now_us, block_us)? {
-                        Some(until) => {
-                            let current_us = key
-                                .abs_expire_ms()?
-                                .map_or(0, |ms| ms.saturating_mul(1_000));
-                            (
-                                block::blocked_decision(decision, until, now_us)?,
-                                string_write(Some(until), inner_bytes, old_len, current_us),
-                            )
-                        }
-                        None => (decision, Write::Nothing),
-                    }
-                }
-                _ => (decision, Write::Nothing),
-            };
-            (decision, commit, block_write)
+    let write = match p.change {
+        Change::Nothing => Write::Nothing,
+        Change::Take(u) => {
+            let (buf, len) = encode(&u.state);
+            string_write(None, &buf[..len], old_len, u.expire_at_us)
         }
-        Op::Refund(tokens) => {
-            let refunded = algorithm.refund(state, now_us, tokens)?;
-            let commit = match (refunded.write, in_force) {
-                (RefundWrite::Nothing, _) => Write::Nothing,
-                (RefundWrite::Set(u), keep) => {
-                    let (buf, len) = encode(&u.state);
-                    string_write(keep, &buf[..len], old_len, u.expire_at_us)
-                }
-                (RefundWrite::Delete, None) => Write::Delete,
-                (RefundWrite::Delete, Some(until)) => {
-                    string_write(Some(until), b"", old_len, until)
-                }
-            };
-            (refunded.decision, commit, Write::Nothing)
+        Change::Refund(RefundWrite::Set(u)) => {
+            let (buf, len) = encode(&u.state);
+            string_write(
+                p.block_in_force_until_us,
+                &buf[..len],
+                old_len,
+                u.expire_at_us,
+            )
+        }
+        Change::Refund(_) => match p.block_in_force_until_us {
+            None => Write::Delete,
+            Some(until) => string_write(Some(until), b"", old_len, until),
+        },
+        Change::Block { until_us } => {
+            let current_us = key
+                .abs_expire_ms()?
+                .map_or(0, |ms| ms.saturating_mul(1_000));
+            string_write(Some(until_us), inner_bytes, old_len, current_us)
         }
     };
-    let write = if decision.limited {
-        block_write
-    } else {
-        commit
-    };
-    let blocked = in_force.is_some() && matches!(options.op, Op::Take(_));
-    Ok((key, planned(name, at.modes, decision, blocked, write)))
+    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
+}
+
+/// A refund's write, `None` when it changes nothing.
+fn refund_write<S>(write: RefundWrite<S>) -> Option<RefundWrite<S>> {
+    match write {
+        RefundWrite::Nothing => None,
+        w => Some(w),
+    }
 }
 
 /// A bucketed sliding window's value behind a block until `block_until_us`
@@ -571,8 +542,7 @@ fn plan_buckets<'a>(
     window: &BucketWindow,
     at: &At,
 ) -> Result<(Key<'a>, Planned<'a>)> {
-    let (now_us, options) = (at.now_us, at.options);
-    let block_us = longer(options.block_us, at.modes.block_us);
+    let now_us = at.now_us;
     let invalid = Error::InvalidState {
         command: "RL.SLIDINGWINDOW",
     };
@@ -593,64 +563,47 @@ fn plan_buckets<'a>(
     } else {
         return Err(invalid);
     };
-    let in_force = blocked_until_us.filter(|&until| until > now_us);
+    let p = plan_change(
+        at.options.op,
+        |cost| {
+            let outcome = window.decide(state.as_ref(), now_us, cost)?;
+            Ok((outcome.decision, outcome.update))
+        },
+        |tokens| {
+            let refunded = window.refund(state.as_ref(), now_us, tokens)?;
+            Ok((refunded.decision, refund_write(refunded.write)))
+        },
+        stored.is_some(),
+        blocked_until_us,
+        now_us,
+        at.block_us(),
+    )?;
     let encode = |s: &bucket_window::BucketCounts| {
         let mut bytes = Vec::with_capacity(bucket_window::MAX_STATE_LEN);
         bucket_window::encode(s, &mut bytes);
         bytes
     };
-    let (decision, commit, block_write) = match options.op {
-        Op::Take(cost) => {
-            let outcome = window.decide(state.as_ref(), now_us, cost)?;
-            let decision = match in_force {
-                Some(until) => block::blocked_decision(outcome.decision, until, now_us)?,
-                None => outcome.decision,
-            };
-            let commit = match outcome.update {
-                Some(u) if !decision.limited => {
-                    bytes_write(None, &encode(&u.state), old_len, u.expire_at_us)
-                }
-                _ => Write::Nothing,
-            };
-            let (decision, block_write) = match block_us {
-                Some(block_us) if stored.is_some() => {
-                    match block::extend(&decision, in_force, now_us, block_us)? {
-                        Some(until) => {
-                            let current_us = key
-                                .abs_expire_ms()?
-                                .map_or(0, |ms| ms.saturating_mul(1_000));
-                            (
-                                block::blocked_decision(decision, until, now_us)?,
-                                bytes_write(Some(until), inner_bytes, old_len, current_us),
-                            )
-                        }
-                        None => (decision, Write::Nothing),
-                    }
-                }
-                _ => (decision, Write::Nothing),
-            };
-            (decision, commit, block_write)
-        }
-        Op::Refund(tokens) => {
-            let refunded = window.refund(state.as_ref(), now_us, tokens)?;
-            let commit = match (refunded.write, in_force) {
-                (RefundWrite::Nothing, _) => Write::Nothing,
-                (RefundWrite::Set(u), keep) => {
-                    bytes_write(keep, &encode(&u.state), old_len, u.expire_at_us)
-                }
-                (RefundWrite::Delete, None) => Write::Delete,
-                (RefundWrite::Delete, Some(until)) => bytes_write(Some(until), b"", old_len, until),
-            };
-            (refunded.decision, commit, Write::Nothing)
+    let write = match p.change {
+        Change::Nothing => Write::Nothing,
+        Change::Take(u) => bytes_write(None, &encode(&u.state), old_len, u.expire_at_us),
+        Change::Refund(RefundWrite::Set(u)) => bytes_write(
+            p.block_in_force_until_us,
+            &encode(&u.state),
+            old_len,
+            u.expire_at_us,
+        ),
+        Change::Refund(_) => match p.block_in_force_until_us {
+            None => Write::Delete,
+            Some(until) => bytes_write(Some(until), b"", old_len, until),
+        },
+        Change::Block { until_us } => {
+            let current_us = key
+                .abs_expire_ms()?
+                .map_or(0, |ms| ms.saturating_mul(1_000));
+            bytes_write(Some(until_us), inner_bytes, old_len, current_us)
         }
     };
-    let write = if decision.limited {
-        block_write
-    } else {
-        commit
-    };
-    let blocked = in_force.is_some() && matches!(options.op, Op::Take(_));
-    Ok((key, planned(name, at.modes, decision, blocked, write)))
+    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
 }
 
 fn plan_log<'a>(
@@ -660,78 +613,60 @@ fn plan_log<'a>(
     log: &SlidingLog,
     at: &At,
 ) -> Result<(Key<'a>, Planned<'a>)> {
-    let (now_us, options) = (at.now_us, at.options);
-    let block_us = longer(options.block_us, at.modes.block_us);
+    let now_us = at.now_us;
     let zset = if at.fresh {
         None
     } else {
         ZsetLog::open(ctx, &key)?
     };
     let blocked_until_us = zset.as_ref().and_then(ZsetLog::blocked_until_us);
-    let in_force = blocked_until_us.filter(|&until| until > now_us);
     let next_member = zset
         .as_ref()
         .and_then(ZsetLog::newest_member)
         .map_or(0, |m| m.wrapping_add(1));
-    let (decision, commit, block_write) = match options.op {
-        Op::Take(cost) => {
+    let p = plan_change(
+        at.options.op,
+        |cost| {
             let outcome = match &zset {
                 Some(z) => log.decide(z, now_us, cost)?,
                 None => log.decide(&[][..], now_us, cost)?,
             };
-            let decision = match in_force {
-                Some(until) => block::blocked_decision(outcome.decision, until, now_us)?,
-                None => outcome.decision,
-            };
-            let commit = match outcome.update {
-                Some(update) if !decision.limited => Write::LogTake {
-                    update,
-                    next_member,
-                    limit: log.limit(),
-                },
-                _ => Write::Nothing,
-            };
-            let (decision, block_write) = match block_us {
-                Some(block_us) if zset.is_some() => {
-                    match block::extend(&decision, in_force, now_us, block_us)? {
-                        Some(until_us) => (
-                            block::blocked_decision(decision, until_us, now_us)?,
-                            Write::LogBlock { until_us },
-                        ),
-                        None => (decision, Write::Nothing),
-                    }
-                }
-                _ => (decision, Write::Nothing),
-            };
-            (decision, commit, block_write)
-        }
-        Op::Refund(tokens) => {
+            Ok((outcome.decision, outcome.update))
+        },
+        |tokens| {
             let refunded = match &zset {
                 Some(z) => log.refund(z, now_us, tokens)?,
                 None => log.refund(&[][..], now_us, tokens)?,
             };
-            let commit = if refunded.remove_newest <= 0 {
-                Write::Nothing
-            } else {
-                Write::LogRefund {
-                    remove_newest: refunded.remove_newest,
-                    // A block in force keeps the key.
-                    delete: refunded.delete && in_force.is_none(),
-                    expire_at_us: in_force.map_or(refunded.expire_at_us, |until| {
-                        until.max(refunded.expire_at_us)
-                    }),
-                }
-            };
-            (refunded.decision, commit, Write::Nothing)
+            let removes = refunded.remove_newest > 0;
+            Ok((refunded.decision, removes.then_some(refunded)))
+        },
+        zset.is_some(),
+        blocked_until_us,
+        now_us,
+        at.block_us(),
+    )?;
+    let write = match p.change {
+        Change::Nothing => Write::Nothing,
+        Change::Take(update) => Write::LogTake {
+            update,
+            next_member,
+            limit: log.limit(),
+        },
+        Change::Refund(refunded) => {
+            let in_force = p.block_in_force_until_us;
+            Write::LogRefund {
+                remove_newest: refunded.remove_newest,
+                // A block in force keeps the key.
+                delete: refunded.delete && in_force.is_none(),
+                expire_at_us: in_force.map_or(refunded.expire_at_us, |until| {
+                    until.max(refunded.expire_at_us)
+                }),
+            }
         }
+        Change::Block { until_us } => Write::LogBlock { until_us },
     };
-    let write = if decision.limited {
-        block_write
-    } else {
-        commit
-    };
-    let blocked = in_force.is_some() && matches!(options.op, Op::Take(_));
-    Ok((key, planned(name, at.modes, decision, blocked, write)))
+    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
 }
 
 /// Applies `write` to the open `key`; what to propagate and announce.

@@ -19,6 +19,7 @@ pub mod cell;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+pub mod plan;
 pub mod policy;
 pub mod recognize;
 pub mod sliding_log;

@@ -1,0 +1,359 @@
+//! One plan for every limiter: what a call does to one key — take, refund,
+//! or refuse and block — whatever the state is stored as.
+//!
+//! Every command runs the same steps on each of its keys: read the stored
+//! state and its block (see [`super::block`]), decide with the one `now` of
+//! the call, then write either the new state (an allowed request, a refund)
+//! or, for a refusal with `BLOCK`, the block. [`plan`] is those steps,
+//! written once; the caller supplies the algorithm as two closures (`take`
+//! and `refund`, which capture the limiter and its state) and turns the
+//! resulting [`Change`] into its storage's writes (a string, a sorted set).
+
+use super::{block, Decision};
+use crate::error::Result;
+
+/// What a call does with its tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `TOKENS n` (default 1): take `n` if allowed.
+    Take(i64),
+    /// `REFUND n`: give `n` back, never beyond full.
+    Refund(i64),
+}
+
+impl Op {
+    /// The tokens taken or given back.
+    pub fn tokens(self) -> i64 {
+        match self {
+            Op::Take(n) | Op::Refund(n) => n,
+        }
+    }
+}
+
+/// The options every `RL.*` command and `RL.ALL` accept:
+/// `[TOKENS n | REFUND n] [PEEK] [BLOCK duration]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub op: Op,
+    /// `PEEK`: answer as the call would, write nothing.
+    pub peek: bool,
+    /// `BLOCK duration`, in µs.
+    pub block_us: Option<i64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            op: Op::Take(1),
+            peek: false,
+            block_us: None,
+        }
+    }
+}
+
+/// The change a call makes to one key, in the algorithm's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change<T, R> {
+    /// Nothing is written (a refused call without a block to start, a
+    /// refund with nothing to give back).
+    Nothing,
+    /// An allowed request's update (`take`'s). A block that ended goes with
+    /// it.
+    Take(T),
+    /// A refund's write (`refund`'s); a block in force
+    /// ([`Plan::block_in_force_until_us`]) stays.
+    Refund(R),
+    /// A refusal starts or extends a block until then (µs); the state is
+    /// kept as it is.
+    Block { until_us: i64 },
+}
+
+/// The plan of one key: the decision as replied, and the change to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan<T, R> {
+    pub decision: Decision,
+    /// The request was refused by a block in force (a take only).
+    pub blocked: bool,
+    /// The end of the block in force before the call, if any (µs).
+    pub block_in_force_until_us: Option<i64>,
+    pub change: Change<T, R>,
+}
+
+/// Plans one key's part of a call at `now_us`.
+///
+/// * `take(cost)` / `refund(tokens)`: the algorithm's decision against the
+///   stored state, with what it would write (`None`: nothing).
+/// * `stored`: the key holds a state (a block is only ever written beside
+///   one).
+/// * `blocked_until_us`: the stored block's end, if any (in force when
+///   after `now_us`).
+/// * `block_us`: the `BLOCK` duration asked for (the longer of the call's
+///   and its policy's).
+///
+/// A request made during a block is refused with the block's time
+/// ([`block::blocked_decision`]); a refused take with `BLOCK` on a stored
+/// key starts or extends the block, and is answered as one made during it.
+///
+/// Errors: [`crate::error::Error::Overflow`] from the algorithm or the block
+/// arithmetic; nothing is written then.
+pub fn plan<T, R>(
+    op: Op,
+    take: impl FnOnce(i64) -> Result<(Decision, Option<T>)>,
+    refund: impl FnOnce(i64) -> Result<(Decision, Option<R>)>,
+    stored: bool,
+    blocked_until_us: Option<i64>,
+    now_us: i64,
+    block_us: Option<i64>,
+) -> Result<Plan<T, R>> {
+    let in_force = blocked_until_us.filter(|&until| until > now_us);
+    match op {
+        Op::Take(cost) => {
+            let (decision, update) = take(cost)?;
+            let decision = match in_force {
+                Some(until) => block::blocked_decision(decision, until, now_us)?,
+                None => decision,
+            };
+            let blocked = in_force.is_some();
+            if !decision.limited {
+                let change = update.map_or(Change::Nothing, Change::Take);
+                return Ok(Plan {
+                    decision,
+                    blocked,
+                    block_in_force_until_us: in_force,
+                    change,
+                });
+            }
+            let extended = match block_us {
+                Some(block_us) if stored => block::extend(&decision, in_force, now_us, block_us)?,
+                _ => None,
+            };
+            let (decision, change) = match extended {
+                Some(until_us) => (
+                    block::blocked_decision(decision, until_us, now_us)?,
+                    Change::Block { until_us },
+                ),
+                None => (decision, Change::Nothing),
+            };
+            Ok(Plan {
+                decision,
+                blocked,
+                block_in_force_until_us: in_force,
+                change,
+            })
+        }
+        Op::Refund(tokens) => {
+            let (decision, write) = refund(tokens)?;
+            Ok(Plan {
+                decision,
+                blocked: false,
+                block_in_force_until_us: in_force,
+                change: write.map_or(Change::Nothing, Change::Refund),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    const S: i64 = 1_000_000;
+    const NOW: i64 = 1_763_700_000 * S;
+
+    fn d(limited: bool, remaining: i64, retry: Option<i64>, reset: i64) -> Decision {
+        Decision {
+            limited,
+            limit: 5,
+            remaining,
+            retry_after_us: retry,
+            reset_after_us: reset,
+        }
+    }
+
+    type P = Plan<&'static str, &'static str>;
+
+    /// `(decision, stored, stored block, BLOCK, expected change, limited,
+    /// blocked, retry_after)`.
+    type Case = (
+        Decision,
+        bool,
+        Option<i64>,
+        Option<i64>,
+        Change<&'static str, &'static str>,
+        bool,
+        bool,
+        Option<i64>,
+    );
+
+    /// `plan` of a take whose algorithm answers `decision` (and writes
+    /// "new state" when allowed).
+    fn take(decision: Decision, stored: bool, blocked: Option<i64>, block_us: Option<i64>) -> P {
+        let update = (!decision.limited).then_some("new state");
+        plan(
+            Op::Take(1),
+            |_| Ok((decision, update)),
+            |_| unreachable!("a take never refunds"),
+            stored,
+            blocked,
+            NOW,
+            block_us,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn takes_refusals_and_blocks() {
+        let allowed = d(false, 4, None, S);
+        let refused = d(true, 0, Some(S), 5 * S);
+        let never = d(true, 0, None, 5 * S);
+        let cases: [Case; 8] = [
+            // Allowed: the update, whatever BLOCK says; an ended block goes.
+            (
+                allowed,
+                true,
+                None,
+                Some(60 * S),
+                Change::Take("new state"),
+                false,
+                false,
+                None,
+            ),
+            (
+                allowed,
+                true,
+                Some(NOW - 1),
+                None,
+                Change::Take("new state"),
+                false,
+                false,
+                None,
+            ),
+            // Refused without BLOCK, or on a missing key: nothing.
+            (
+                refused,
+                true,
+                None,
+                None,
+                Change::Nothing,
+                true,
+                false,
+                Some(S),
+            ),
+            (
+                refused,
+                false,
+                None,
+                Some(60 * S),
+                Change::Nothing,
+                true,
+                false,
+                Some(S),
+            ),
+            // Refused with BLOCK on a stored key: blocked for the duration.
+            (
+                refused,
+                true,
+                None,
+                Some(60 * S),
+                Change::Block {
+                    until_us: NOW + 60 * S,
+                },
+                true,
+                false,
+                Some(60 * S),
+            ),
+            // A block in force refuses an allowed request, with its time.
+            (
+                allowed,
+                true,
+                Some(NOW + 10 * S),
+                None,
+                Change::Nothing,
+                true,
+                true,
+                Some(10 * S),
+            ),
+            // … and a BLOCK extends it, never shortens it.
+            (
+                refused,
+                true,
+                Some(NOW + 90 * S),
+                Some(60 * S),
+                Change::Block {
+                    until_us: NOW + 90 * S,
+                },
+                true,
+                true,
+                Some(90 * S),
+            ),
+            // A cost that can never be allowed starts no block.
+            (
+                never,
+                true,
+                None,
+                Some(60 * S),
+                Change::Nothing,
+                true,
+                false,
+                None,
+            ),
+        ];
+        for (i, (decision, stored, blocked_until, block_us, change, limited, blocked, retry)) in
+            cases.into_iter().enumerate()
+        {
+            let p = take(decision, stored, blocked_until, block_us);
+            assert_eq!(p.change, change, "case {i}");
+            assert_eq!(p.decision.limited, limited, "case {i}");
+            assert_eq!(p.blocked, blocked, "case {i}");
+            assert_eq!(p.decision.retry_after_us, retry, "case {i}");
+        }
+    }
+
+    #[test]
+    fn refunds_keep_the_block_in_force() {
+        let full = d(false, 5, None, 0);
+        let p: P = plan(
+            Op::Refund(2),
+            |_| unreachable!("a refund never takes"),
+            |tokens| {
+                assert_eq!(tokens, 2);
+                Ok((full, Some("refunded")))
+            },
+            true,
+            Some(NOW + S),
+            NOW,
+            Some(60 * S),
+        )
+        .unwrap();
+        assert_eq!(p.change, Change::Refund("refunded"));
+        assert_eq!(p.block_in_force_until_us, Some(NOW + S));
+        assert!(!p.blocked && !p.decision.limited);
+    }
+
+    #[test]
+    fn errors_write_nothing() {
+        let r: Result<P> = plan(
+            Op::Take(1),
+            |_| Err(Error::Overflow),
+            |_| unreachable!(),
+            true,
+            None,
+            NOW,
+            None,
+        );
+        assert_eq!(r, Err(Error::Overflow));
+        // A block end past the clock's range is an overflow, not a wrap.
+        let refused = d(true, 0, Some(S), S);
+        let r: Result<P> = plan(
+            Op::Take(1),
+            |_| Ok((refused, None)),
+            |_| unreachable!(),
+            true,
+            None,
+            i64::MAX - 1,
+            Some(60 * S),
+        );
+        assert_eq!(r, Err(Error::Overflow));
+    }
+}
