@@ -1,0 +1,357 @@
+//! Deciding one limiter, or several at once (`RL.ALL`), in one call: the
+//! shared path of every command.
+//!
+//! 1. **Plan** ([`plan`]): open each key, decode its state (and its block,
+//!    see [`crate::algorithm::block`]), decide with the one `now` of the call,
+//!    and work out two writes: the one if the call goes through (`commit`)
+//!    and the one if it is refused with `BLOCK` (`block`).
+//! 2. **Write**: unless `PEEK`, either every `commit` (all limits allowed, or
+//!    a refund) or the `block` of each refusing limit — never part of a
+//!    decision. Writes go through the key API.
+//! 3. **Close** every key, then **propagate** each write as its effect
+//!    (`SET … PXAT`, `DEL`, `ZREM`/`ZADD`/`PEXPIREAT`) and **notify**
+//!    (modified-key signal, keyspace events): a keyspace-event subscriber may
+//!    change the keys from its callback.
+
+use smallvec::SmallVec;
+
+use super::{propagate, settings, throttle::CellGcra, Answer};
+
+mod storage;
+mod write;
+
+use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
+use crate::algorithm::bucket_window::{self, BucketWindow};
+use crate::algorithm::fixed_window::FixedWindow;
+use crate::algorithm::gcra::Gcra;
+use crate::algorithm::leaky_bucket::LeakyBucket;
+use crate::algorithm::plan::{plan as plan_change, Change};
+pub use crate::algorithm::plan::{Op, Options};
+use crate::algorithm::recognize::is_limiter_state;
+use crate::algorithm::sliding_log::{LogUpdate, SlidingLog};
+use crate::algorithm::sliding_window::SlidingWindow;
+use crate::algorithm::token_bucket::TokenBucket;
+use crate::algorithm::{all, policy};
+use crate::algorithm::{Algorithm, Decision, RefundWrite, STATE_BUF_LEN};
+use crate::error::{Error, Result};
+use crate::server::effects::{self, EventClass};
+use crate::server::key::{Key, KeyKind};
+use crate::server::string::{Arg, OwnedString};
+use crate::server::{clock_us, Ctx};
+use crate::time::ceil_ms;
+use storage::{plan_buckets, plan_log, plan_string};
+use write::{announce, apply_planned, Effect, Write};
+
+use super::sliding_log::{self as log_glue, ZsetLog};
+
+/// The limits of one call, kept inline for up to 4 (no allocation).
+pub type Few<T> = SmallVec<[T; 4]>;
+
+/// One limit: an algorithm with its validated parameters.
+#[derive(Debug, Clone, Copy)]
+pub enum Limit {
+    Gcra(Gcra),
+    TokenBucket(TokenBucket),
+    LeakyBucket(LeakyBucket),
+    FixedWindow(FixedWindow),
+    SlidingWindow(SlidingWindow),
+    /// `RL.SLIDINGWINDOW … BUCKETS k`.
+    BucketWindow(BucketWindow),
+    SlidingLog(SlidingLog),
+    /// `CL.THROTTLE`: GCRA reading redis-cell's nanosecond states too.
+    Throttle(CellGcra),
+}
+
+/// What a policy adds to its limit (`RL.POLICY SET … [SHADOW] [SOFT percent]
+/// [BLOCK duration]`); all off for the limits of the `RL.*` commands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Modes {
+    /// `SHADOW`: decide as usual, write nothing on a refusal, answer allowed.
+    pub shadow: bool,
+    /// `SOFT`: the limit given decides (scaled up); replies speak of this
+    /// nominal limit (see [`crate::algorithm::policy::soft_reply`]).
+    pub nominal_limit: Option<i64>,
+    /// The policy's `BLOCK`, µs; with the call's `BLOCK` too, the longer one.
+    pub block_us: Option<i64>,
+    /// A policy's limit: a key holding another algorithm's state (the
+    /// policy's algorithm changed, `RL.POLICY SET … RESET`) reads as no key,
+    /// and a write replaces it (see [`plan`]).
+    pub policy: bool,
+}
+
+/// What one limit did in a call: its policy's statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// This limit refused the call.
+    pub limited: bool,
+    /// … because of a block in force.
+    pub blocked: bool,
+    /// A `SHADOW` limit would have refused it.
+    pub shadow_limited: bool,
+    /// A `SOFT` limit admitted it beyond the nominal limit.
+    pub soft_over: bool,
+    /// This limit's own decision (as replied: after `SOFT` and `SHADOW`).
+    pub decision: Option<Decision>,
+}
+
+/// One limiter of a call, planned (its key, open, is kept apart).
+struct Planned<'a> {
+    name: Arg<'a>,
+    /// The decision as replied (after `SOFT` and `SHADOW`).
+    decision: Decision,
+    /// Refused by a block in force.
+    blocked: bool,
+    /// A `SHADOW` limit (it never refuses, nor binds in `RL.ALL`).
+    shadow: bool,
+    shadow_limited: bool,
+    soft_over: bool,
+    /// What the call writes to this key when it is applied: the new state of
+    /// an allowed request or a refund, or, when this limit refuses, the
+    /// block `BLOCK` asked for (the two never both exist).
+    write: Write,
+    /// The key holds another algorithm's state, read as no key: a write
+    /// replaces it.
+    replace: bool,
+}
+
+/// Decides one limiter: the whole life of a single command's call (as
+/// [`run`] with one limit, without its allocations).
+pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Answer> {
+    run_rule(ctx, name, limit, &Modes::default(), options)
+}
+
+/// [`run_one`] for a limit with a policy's [`Modes`] (`RL.LIMIT`).
+pub fn run_rule(
+    ctx: Ctx,
+    name: Arg,
+    limit: &Limit,
+    modes: &Modes,
+    options: &Options,
+) -> Result<Answer> {
+    check_budget([limit], options.op)?;
+    let (mut key, p) = plan(ctx, name, limit, modes, clock_us(), options)?;
+    let mut answer = Answer::new(p.decision, None, p.blocked, options);
+    answer.shadow_limited = p.shadow_limited;
+    answer.soft_over = p.soft_over && !options.peek;
+    if options.peek {
+        return Ok(answer);
+    }
+    let effect = apply_planned(ctx, &mut key, &p)?;
+    drop(key); // closes it
+    let mut propagating = None;
+    announce(ctx, name, &effect, &mut propagating)?;
+    Ok(answer)
+}
+
+/// Decides every `(key, limit)` at once (the keys are distinct): allowed only
+/// if every limit allows; then every key takes the tokens. Returns the
+/// binding limit's decision and its 0-based position: when limited, the
+/// refusing limit with the longest `retry_after` ("never" counts longest);
+/// otherwise the one with the fewest `remaining` (the first on ties).
+pub fn run(
+    ctx: Ctx,
+    limits: &[(Arg, Limit, Modes)],
+    options: &Options,
+    tallies: &mut Few<Tally>,
+) -> Result<Answer> {
+    check_budget(limits.iter().map(|(_, limit, _)| limit), options.op)?;
+    let now_us = clock_us();
+    let mut keys: Few<Key> = Few::with_capacity(limits.len());
+    let mut planned: Few<Planned> = Few::with_capacity(limits.len());
+    for (name, limit, modes) in limits {
+        let (key, p) = plan(ctx, *name, limit, modes, now_us, options)?;
+        keys.push(key);
+        planned.push(p);
+    }
+    // A shadow limit never refuses, nor binds: the binding limit is among
+    // the others (among all when every limit is a shadow).
+    let all_shadow = planned.iter().all(|p| p.shadow);
+    let positions: Few<usize> = (0..planned.len())
+        .filter(|&i| all_shadow || planned.get(i).is_some_and(|p| !p.shadow))
+        .collect();
+    let (at, decision, allowed) = all::binding(
+        positions
+            .iter()
+            .filter_map(|&i| planned.get(i).map(|p| p.decision)),
+    )
+    .ok_or(Error::LimitCount)?;
+    let binding = positions.get(at).copied().ok_or(Error::LimitCount)?;
+    let blocked = planned.iter().any(|p| p.blocked);
+    let mut answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
+    answer.shadow_limited = planned.iter().any(|p| p.shadow_limited);
+    answer.soft_over = allowed && !options.peek && planned.iter().any(|p| p.soft_over);
+    tallies.clear();
+    tallies.extend(planned.iter().map(|p| Tally {
+        limited: p.decision.limited,
+        blocked: p.blocked,
+        shadow_limited: p.shadow_limited,
+        soft_over: allowed && !options.peek && p.soft_over,
+        decision: Some(p.decision),
+    }));
+    if options.peek {
+        return Ok(answer);
+    }
+    // Allowed: every key takes its tokens. Refused: only the refusing
+    // limits write (their BLOCK, when asked for).
+    let mut effects: Few<Effect> = Few::with_capacity(planned.len());
+    for (key, p) in keys.iter_mut().zip(&planned) {
+        effects.push(if allowed || p.decision.limited {
+            apply_planned(ctx, key, p)?
+        } else {
+            Effect::Nothing
+        });
+    }
+    drop(keys); // closes every key
+    let mut propagating = None;
+    for (p, effect) in planned.iter().zip(&effects) {
+        announce(ctx, p.name, effect, &mut propagating)?;
+    }
+    Ok(answer)
+}
+
+/// Refuses a call whose sliding logs may touch more entries than the module
+/// setting `sliding-log-call-budget` ([`SlidingLog::call_entries`], summed),
+/// before any key is opened: [`Error::OverBudget`]. Other limits count 0
+/// (their work is O(1); `RL.ALL` takes at most 64).
+pub fn check_budget<'l>(limits: impl IntoIterator<Item = &'l Limit>, op: Op) -> Result<()> {
+    let tokens = match op {
+        Op::Take(n) | Op::Refund(n) => n,
+    };
+    let entries = limits
+        .into_iter()
+        .map(|limit| match limit {
+            Limit::SlidingLog(log) => log.call_entries(tokens),
+            _ => 0,
+        })
+        .fold(0i64, i64::saturating_add);
+    let budget = settings::sliding_log_call_budget();
+    if entries > budget {
+        return Err(Error::OverBudget { entries, budget });
+    }
+    Ok(())
+}
+
+/// The longer of two optional durations.
+fn longer(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// A planned limit with its policy's modes applied: the replied decision
+/// (`SOFT`: the nominal limit; `SHADOW`: allowed), and no write for a
+/// refusal a shadow limit only records.
+fn planned<'a>(
+    name: Arg<'a>,
+    modes: &Modes,
+    decision: Decision,
+    blocked: bool,
+    write: Write,
+) -> Planned<'a> {
+    let (decision, soft_over) = match modes.nominal_limit {
+        Some(nominal) => policy::soft_reply(decision, nominal),
+        None => (decision, false),
+    };
+    if modes.shadow && decision.limited {
+        let (decision, _) = policy::shadow_reply(decision);
+        return Planned {
+            name,
+            decision,
+            blocked: false,
+            shadow: true,
+            shadow_limited: true,
+            soft_over: false,
+            write: Write::Nothing,
+            replace: false,
+        };
+    }
+    Planned {
+        name,
+        decision,
+        blocked: blocked && decision.limited,
+        shadow: modes.shadow,
+        shadow_limited: false,
+        soft_over,
+        write,
+        replace: false,
+    }
+}
+
+fn plan<'a>(
+    ctx: Ctx,
+    name: Arg<'a>,
+    limit: &Limit,
+    modes: &Modes,
+    now_us: i64,
+    options: &Options,
+) -> Result<(Key<'a>, Planned<'a>)> {
+    let key = Key::open(ctx, name)?;
+    let mut at = At {
+        now_us,
+        options,
+        modes,
+        fresh: false,
+    };
+    match plan_key(ctx, key, name, limit, &at) {
+        // Under a policy, another algorithm's state (or variant's) reads as
+        // no key; anything the module did not write keeps its error.
+        Err(e) if modes.policy && e.is_state_mismatch() => {
+            let key = Key::open(ctx, name)?;
+            if !holds_limiter_state(ctx, &key)? {
+                return Err(e);
+            }
+            at.fresh = true;
+            let (key, mut p) = plan_key(ctx, key, name, limit, &at)?;
+            p.replace = true;
+            Ok((key, p))
+        }
+        planned => planned,
+    }
+}
+
+/// Whether `key` holds a state some command of the module wrote: a string
+/// state of any algorithm, or a sliding log.
+fn holds_limiter_state(ctx: Ctx, key: &Key) -> Result<bool> {
+    Ok(match key.kind()? {
+        KeyKind::String => key.string()?.is_some_and(is_limiter_state),
+        KeyKind::SortedSet => ZsetLog::open(ctx, key).is_ok_and(|log| log.is_some()),
+        _ => false,
+    })
+}
+
+fn plan_key<'a>(
+    ctx: Ctx,
+    key: Key<'a>,
+    name: Arg<'a>,
+    limit: &Limit,
+    at: &At,
+) -> Result<(Key<'a>, Planned<'a>)> {
+    match limit {
+        Limit::Gcra(a) => plan_string(key, name, a, "RL.GCRA", at),
+        Limit::TokenBucket(a) => plan_string(key, name, a, "RL.TOKENBUCKET", at),
+        Limit::LeakyBucket(a) => plan_string(key, name, a, "RL.LEAKYBUCKET", at),
+        Limit::FixedWindow(a) => plan_string(key, name, a, "RL.FIXEDWINDOW", at),
+        Limit::SlidingWindow(a) => plan_string(key, name, a, "RL.SLIDINGWINDOW", at),
+        Limit::Throttle(a) => plan_string(key, name, a, "CL.THROTTLE", at),
+        Limit::BucketWindow(a) => plan_buckets(key, name, a, at),
+        Limit::SlidingLog(a) => plan_log(ctx, key, name, a, at),
+    }
+}
+
+/// The instant of a call and how it decides.
+struct At<'o> {
+    now_us: i64,
+    options: &'o Options,
+    modes: &'o Modes,
+    /// Read the key as missing (it holds another algorithm's state).
+    fresh: bool,
+}
+
+impl At<'_> {
+    /// The `BLOCK` asked for: the longer of the call's and its policy's.
+    fn block_us(&self) -> Option<i64> {
+        longer(self.options.block_us, self.modes.block_us)
+    }
+}

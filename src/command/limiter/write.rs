@@ -1,0 +1,220 @@
+//! Writing a planned limiter: the write to its key through the key API,
+//! then, once every key of the call is closed, its effect propagated and
+//! its keyspace events raised.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// A write planned for one key.
+pub(super) enum Write {
+    Nothing,
+    /// Replace the string value (of `old_len` bytes, `None` for a new key).
+    String {
+        buf: [u8; BLOCKED_BUF_LEN],
+        len: usize,
+        old_len: Option<usize>,
+        expire_at_ms: i64,
+    },
+    Delete,
+    /// Replace the string value with a longer one than `String` holds (a
+    /// bucketed sliding window's counts).
+    Bytes {
+        value: Vec<u8>,
+        old_len: Option<usize>,
+        expire_at_ms: i64,
+    },
+    /// An allowed sliding-log request's update.
+    LogTake {
+        update: LogUpdate,
+        next_member: i64,
+        limit: i64,
+    },
+    /// Block a sliding log until then (µs).
+    LogBlock {
+        until_us: i64,
+    },
+    /// Remove the newest entries of a sliding log.
+    LogRefund {
+        remove_newest: i64,
+        delete: bool,
+        expire_at_us: i64,
+    },
+}
+
+/// What was written to one key, to propagate and announce once every key
+/// is closed.
+pub(super) enum Effect<'w> {
+    Nothing,
+    String {
+        value: &'w [u8],
+        expire_at_ms: i64,
+    },
+    Delete,
+    Zset {
+        removed: Vec<OwnedString>,
+        score: Option<OwnedString>,
+        added: Vec<OwnedString>,
+        expire_at_ms: i64,
+    },
+}
+
+/// Applies `write` to the open `key`; what to propagate and announce.
+/// [`apply`], replacing first a key that holds another algorithm's state.
+pub(super) fn apply_planned<'w>(ctx: Ctx, key: &mut Key, p: &'w Planned) -> Result<Effect<'w>> {
+    if p.replace && !matches!(p.write, Write::Nothing) {
+        key.delete()?;
+        if matches!(p.write, Write::LogTake { .. } | Write::LogBlock { .. }) {
+            // Replicas and the AOF hold the string too: their ZADD needs it
+            // gone (a SET replaces any type by itself).
+            effects::replicate_del(ctx, p.name)?;
+        }
+    }
+    apply(ctx, key, &p.write)
+}
+
+pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Effect<'w>> {
+    Ok(match *write {
+        Write::Nothing => Effect::Nothing,
+        Write::String {
+            ref buf,
+            len,
+            old_len,
+            expire_at_ms,
+        } => {
+            let value = &buf[..len];
+            key.write_string(old_len, value, expire_at_ms)?;
+            Effect::String {
+                value,
+                expire_at_ms,
+            }
+        }
+        Write::Delete => {
+            key.delete()?;
+            Effect::Delete
+        }
+        Write::Bytes {
+            ref value,
+            old_len,
+            expire_at_ms,
+        } => {
+            key.write_string(old_len, value, expire_at_ms)?;
+            Effect::String {
+                value,
+                expire_at_ms,
+            }
+        }
+        Write::LogTake {
+            update,
+            next_member,
+            limit,
+        } => {
+            let w = log_glue::write(ctx, key, &update, next_member, limit)?;
+            Effect::Zset {
+                removed: w.removed,
+                score: Some(w.score),
+                added: w.added,
+                expire_at_ms: w.expire_at_ms,
+            }
+        }
+        Write::LogBlock { until_us } => {
+            let (score, member, expire_at_ms) = log_glue::block(ctx, key, until_us)?;
+            Effect::Zset {
+                removed: Vec::new(),
+                score: Some(score),
+                added: vec![member],
+                expire_at_ms,
+            }
+        }
+        Write::LogRefund {
+            remove_newest,
+            delete,
+            expire_at_us,
+        } => {
+            if delete {
+                key.delete()?;
+                Effect::Delete
+            } else {
+                let removed = log_glue::remove_newest(key, remove_newest)?;
+                let expire_at_ms = ceil_ms(expire_at_us);
+                key.set_abs_expire(expire_at_ms)?;
+                Effect::Zset {
+                    removed,
+                    score: None,
+                    added: Vec::new(),
+                    expire_at_ms,
+                }
+            }
+        }
+    })
+}
+
+/// Propagates `effect` and raises its keyspace events (the key is closed).
+/// `propagating` caches, across the writes of one call, whether effects
+/// are needed (`None` until the first write asks).
+pub(super) fn announce(
+    ctx: Ctx,
+    name: Arg,
+    effect: &Effect<'_>,
+    propagating: &mut Option<bool>,
+) -> Result<()> {
+    if matches!(effect, Effect::Nothing) {
+        return Ok(());
+    }
+    let propagating = propagate::effects_needed(ctx, propagating);
+    match effect {
+        Effect::Nothing => {}
+        Effect::String {
+            value,
+            expire_at_ms,
+        } => {
+            if propagating {
+                effects::replicate_set_pxat(ctx, name, value, *expire_at_ms)?;
+            }
+        }
+        Effect::Delete => {
+            if propagating {
+                effects::replicate_del(ctx, name)?;
+            }
+        }
+        Effect::Zset {
+            removed,
+            score,
+            added,
+            expire_at_ms,
+        } => {
+            if propagating {
+                if !removed.is_empty() {
+                    effects::replicate_zrem(ctx, name, removed)?;
+                }
+                if let (Some(score), false) = (score, added.is_empty()) {
+                    effects::replicate_zadd(ctx, name, score, added)?;
+                }
+                effects::replicate_pexpireat(ctx, name, *expire_at_ms)?;
+            }
+        }
+    }
+    if !propagating {
+        effects::count_dirty(ctx);
+    }
+    // The module signals modified keys itself, only when it writes (see
+    // `command::load`): a limited call leaves WATCH alone.
+    effects::signal_modified(ctx, name)?;
+    match effect {
+        Effect::Nothing => {}
+        Effect::String { .. } => {
+            effects::notify(ctx, EventClass::String, c"set", name)?;
+            effects::notify(ctx, EventClass::Generic, c"expire", name)?;
+        }
+        Effect::Delete => effects::notify(ctx, EventClass::Generic, c"del", name)?,
+        Effect::Zset { removed, added, .. } => {
+            if !removed.is_empty() {
+                effects::notify(ctx, EventClass::SortedSet, c"zrem", name)?;
+            }
+            if !added.is_empty() {
+                effects::notify(ctx, EventClass::SortedSet, c"zadd", name)?;
+            }
+            effects::notify(ctx, EventClass::Generic, c"expire", name)?;
+        }
+    }
+    Ok(())
+}
