@@ -122,11 +122,12 @@ test-memcheck: build-debug ## The fuzz test (reduced) against Redis 7.0 (MALLOC=
 	@scripts/setup.sh memcheck
 	scripts/memcheck.sh $(MODULE_DEBUG)
 
-lint: setup ## cargo fmt --check and cargo clippy -D warnings (the module, core/ and rls/)
+lint: setup ## cargo fmt --check, cargo clippy -D warnings (the module, core/, rls/) and the layering (scripts/check-layers.sh)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy -p ratelimit-core --all-targets -- -D warnings
 	$(CARGO) clippy -p ratelimit-rls --all-targets -- -D warnings
+	scripts/check-layers.sh
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

@@ -25,6 +25,12 @@ use crate::keys;
 use crate::metrics::{Metrics, RuleCounts};
 use crate::settings::FailureMode;
 
+mod groups;
+mod headers;
+
+use groups::plan;
+use headers::{duration_ms, ietf_headers, op_for};
+
 /// What the service shares between requests.
 pub struct Shared {
     pub config: RwLock<Arc<Config>>,
@@ -352,82 +358,6 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
     response.overall_code = overall as i32;
     response.statuses = statuses;
     response
-}
-
-/// The IETF `RateLimit-Policy` and `RateLimit` headers
-/// (draft-ietf-httpapi-ratelimit-headers) of one descriptor's status.
-fn ietf_headers(status: &DescriptorStatus, active: &[Active], index: usize) -> Vec<HeaderValue> {
-    let Some(limit) = &status.current_limit else {
-        return Vec::new();
-    };
-    let Some(a) = active.iter().find(|a| a.index == index) else {
-        return Vec::new();
-    };
-    let name = if a.m.rule.name.is_empty() {
-        a.m.stat_key.as_str()
-    } else {
-        a.m.rule.name.as_str()
-    };
-    let name = name.replace('\\', "\\\\").replace('"', "\\\"");
-    let window = a.m.rule.unit.map_or(0, Unit::seconds);
-    let reset_s = status
-        .duration_until_reset
-        .as_ref()
-        .map_or(0, |d| d.seconds + i64::from(d.nanos > 0));
-    vec![
-        HeaderValue {
-            key: "RateLimit-Policy".into(),
-            value: format!("\"{name}\";q={};w={window}", limit.requests_per_unit),
-            ..Default::default()
-        },
-        HeaderValue {
-            key: "RateLimit".into(),
-            value: format!("\"{name}\";r={};t={reset_s}", status.limit_remaining),
-            ..Default::default()
-        },
-    ]
-}
-
-fn duration_ms(ms: i64) -> envoy_types::pb::google::protobuf::Duration {
-    envoy_types::pb::google::protobuf::Duration {
-        seconds: ms / 1000,
-        nanos: ((ms % 1000) * 1_000_000) as i32,
-    }
-}
-
-/// The operation for a descriptor's hits: 0 checks only.
-fn op_for(hits: u64) -> Op {
-    if hits == 0 {
-        Op::Peek
-    } else {
-        Op::Take(hits)
-    }
-}
-
-/// The calls one request needs: `(shadow, slot, hits)` → its limits.
-/// Normally one group: every enforced limit of the request in one `RL.ALL`;
-/// more for shadow rules, other slots, other hits, or a key named twice.
-fn plan(active: &[Active]) -> Vec<((bool, u16, u64), Vec<usize>)> {
-    let mut groups: Vec<((bool, u16, u64), Vec<usize>)> = Vec::new();
-    for (i, a) in active.iter().enumerate() {
-        if a.args.is_none() {
-            continue;
-        }
-        let g = (a.m.rule.shadow_mode, a.slot, a.hits);
-        // A key named twice (the same descriptor twice, or values sharing a
-        // wildcard's threshold) takes its hits twice: in another call, as
-        // `RL.ALL` names each key once.
-        match groups
-            .iter_mut()
-            .find(|(k, members)| *k == g && members.iter().all(|&m| active[m].key != a.key))
-        {
-            Some((_, members)) => members.push(i),
-            None => groups.push((g, vec![i])),
-        }
-    }
-    // Enforced groups first; check-only (0 hits) groups before those that take.
-    groups.sort_by_key(|((shadow, _, hits), _)| (*shadow, *hits != 0));
-    groups
 }
 
 /// Decides the active limits, filling `outcomes`; returns whether the
