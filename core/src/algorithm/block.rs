@@ -45,6 +45,7 @@ pub const BLOCKED_BUF_LEN: usize = STATE_BUF_LEN + 21;
 /// assert_eq!(split(b"B17;"), Some((Some(17), &b""[..])));
 /// assert_eq!(split(b"B17"), None);
 /// ```
+#[inline]
 pub fn split(bytes: &[u8]) -> Option<(Option<i64>, &[u8])> {
     match bytes.split_first() {
         Some((&PREFIX, rest)) => {
@@ -71,6 +72,7 @@ pub fn encode(blocked_until_us: i64, inner: &[u8], buf: &mut [u8; BLOCKED_BUF_LE
 }
 
 /// Whether a block until `blocked_until_us` is in force at `now_us`.
+#[inline]
 pub fn in_force(blocked_until_us: Option<i64>, now_us: i64) -> bool {
     blocked_until_us.is_some_and(|until| until > now_us)
 }
@@ -80,6 +82,7 @@ pub fn in_force(blocked_until_us: Option<i64>, now_us: i64) -> bool {
 /// nothing remaining, retry no earlier than the block's end (nor than the
 /// limiter itself would allow it; never, when it never would), full again no
 /// earlier than the block's end.
+#[inline]
 pub fn blocked_decision(d: Decision, blocked_until_us: i64, now_us: i64) -> Result<Decision> {
     let left_us = blocked_until_us
         .checked_sub(now_us)
@@ -101,6 +104,7 @@ pub fn blocked_decision(d: Decision, blocked_until_us: i64, now_us: i64) -> Resu
 /// What a refused request with `BLOCK block_us` does: the new end of the
 /// block, or `None` when it blocks nothing (the cost can never be allowed,
 /// or the request was not refused).
+#[inline]
 pub fn extend(
     d: &Decision,
     blocked_until_us: Option<i64>,

@@ -95,6 +95,7 @@ impl BucketWindow {
     /// let bw = BucketWindow::new(500, 60_000_000, 60).unwrap();
     /// assert_eq!(bw.sub_window_us(), 1_000_000);
     /// ```
+    #[inline]
     pub fn new(limit: i64, window_us: i64, buckets: i64) -> Result<Self> {
         super::check_limit_and_window(limit, window_us)?;
         if limit > i64::from(u32::MAX) {
@@ -124,6 +125,7 @@ impl BucketWindow {
     }
 
     /// The limit.
+    #[inline]
     pub fn limit(&self) -> i64 {
         self.limit
     }
@@ -378,11 +380,13 @@ pub fn encode(s: &BucketCounts, out: &mut Vec<u8>) {
 
 /// Whether `bytes` looks like a bucketed state (its first byte is `K`):
 /// decimal states of the weighted sliding window never start so.
+#[inline]
 pub fn is_bucket_state(bytes: &[u8]) -> bool {
     bytes.first() == Some(&b'K')
 }
 
 /// Reads a stored value; `None` when it is not one [`encode`] writes.
+#[inline]
 pub fn decode(bytes: &[u8]) -> Option<BucketCounts> {
     let rest = bytes.strip_prefix(b"K")?;
     let (sub_us, rest) = take_varint(rest)?;

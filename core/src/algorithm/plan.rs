@@ -96,6 +96,7 @@ pub struct Plan<T, R> {
 ///
 /// Errors: [`crate::error::Error::Overflow`] from the algorithm or the block
 /// arithmetic; nothing is written then.
+#[inline(always)] // once per storage; inlined, its plan is never copied
 pub fn plan<T, R>(
     op: Op,
     take: impl FnOnce(i64) -> Result<(Decision, Option<T>)>,

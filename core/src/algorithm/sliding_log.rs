@@ -119,6 +119,7 @@ impl SlidingLog {
 
     /// Validates `RL.SLIDINGLOG key limit window`: `1 ≤ limit ≤ MAX_LIMIT`
     /// tokens in any window of `window_us` ≥ 1 µs.
+    #[inline]
     pub fn new(limit: i64, window_us: i64) -> Result<Self> {
         if !(1..=Self::MAX_LIMIT).contains(&limit) {
             return Err(Error::OutOfRange {
@@ -199,11 +200,13 @@ impl SlidingLog {
     /// assert_eq!(sl.call_entries(1), 1001);
     /// assert_eq!(sl.call_entries(5000), 2000);
     /// ```
+    #[inline]
     pub fn call_entries(&self, tokens: i64) -> i64 {
         self.limit + tokens.clamp(0, self.limit)
     }
 
     /// The most tokens that can be taken at once (`limit`).
+    #[inline]
     pub fn limit(&self) -> i64 {
         self.limit
     }

@@ -167,36 +167,40 @@ pub(super) fn plan_buckets<'a>(
     } else {
         return Err(invalid);
     };
+    let encode = |s: &bucket_window::BucketCounts| {
+        let mut bytes = Vec::with_capacity(bucket_window::MAX_STATE_LEN);
+        bucket_window::encode(s, &mut bytes);
+        bytes
+    };
     let p = plan_change(
         at.options.op,
+        // Encoded at once: the counts are too large to carry through the plan.
         |cost| {
             let outcome = window.decide(state.as_ref(), now_us, cost)?;
-            Ok((outcome.decision, outcome.update))
+            let update = outcome.update.map(|u| (encode(&u.state), u.expire_at_us));
+            Ok((outcome.decision, update))
         },
         |tokens| {
             let refunded = window.refund(state.as_ref(), now_us, tokens)?;
-            Ok((refunded.decision, refund_write(refunded.write)))
+            let write = match refunded.write {
+                RefundWrite::Nothing => None,
+                RefundWrite::Set(u) => Some(Some((encode(&u.state), u.expire_at_us))),
+                RefundWrite::Delete => Some(None),
+            };
+            Ok((refunded.decision, write))
         },
         stored.is_some(),
         blocked_until_us,
         now_us,
         at.block_us(),
     )?;
-    let encode = |s: &bucket_window::BucketCounts| {
-        let mut bytes = Vec::with_capacity(bucket_window::MAX_STATE_LEN);
-        bucket_window::encode(s, &mut bytes);
-        bytes
-    };
     let write = match p.change {
         Change::Nothing => Write::Nothing,
-        Change::Take(u) => bytes_write(None, &encode(&u.state), old_len, u.expire_at_us),
-        Change::Refund(RefundWrite::Set(u)) => bytes_write(
-            p.block_in_force_until_us,
-            &encode(&u.state),
-            old_len,
-            u.expire_at_us,
-        ),
-        Change::Refund(_) => match p.block_in_force_until_us {
+        Change::Take((bytes, expire_at_us)) => bytes_write(None, &bytes, old_len, expire_at_us),
+        Change::Refund(Some((bytes, expire_at_us))) => {
+            bytes_write(p.block_in_force_until_us, &bytes, old_len, expire_at_us)
+        }
+        Change::Refund(None) => match p.block_in_force_until_us {
             None => Write::Delete,
             Some(until) => bytes_write(Some(until), b"", old_len, until),
         },
@@ -243,7 +247,12 @@ pub(super) fn plan_log<'a>(
                 None => log.refund(&[][..], now_us, tokens)?,
             };
             let removes = refunded.remove_newest > 0;
-            Ok((refunded.decision, removes.then_some(refunded)))
+            let write = (
+                refunded.remove_newest,
+                refunded.delete,
+                refunded.expire_at_us,
+            );
+            Ok((refunded.decision, removes.then_some(write)))
         },
         zset.is_some(),
         blocked_until_us,
@@ -257,15 +266,13 @@ pub(super) fn plan_log<'a>(
             next_member,
             limit: log.limit(),
         },
-        Change::Refund(refunded) => {
+        Change::Refund((remove_newest, delete, expire_at_us)) => {
             let in_force = p.block_in_force_until_us;
             Write::LogRefund {
-                remove_newest: refunded.remove_newest,
+                remove_newest,
                 // A block in force keeps the key.
-                delete: refunded.delete && in_force.is_none(),
-                expire_at_us: in_force.map_or(refunded.expire_at_us, |until| {
-                    until.max(refunded.expire_at_us)
-                }),
+                delete: delete && in_force.is_none(),
+                expire_at_us: in_force.map_or(expire_at_us, |until| until.max(expire_at_us)),
             }
         }
         Change::Block { until_us } => Write::LogBlock { until_us },
