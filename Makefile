@@ -81,15 +81,15 @@ test-node: build ## Run clients/node's tests (node --test: node-redis and ioredi
 	@scripts/setup.sh node
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) npm test
 
-dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, LICENSE, config snippet) and dist/SHA256SUMS
+dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, docs/, LICENSE, config snippet) and dist/SHA256SUMS
 	@scripts/setup.sh packages
 	scripts/dist.sh tarball $(VERSION) $(ARCH) $(MODULE_RELEASE)
 
-deb: build ## Build dist/redis-ratelimit_<version>_<arch>.deb (module in /usr/lib/redis/modules/, snippet /etc/redis/ratelimit.conf)
+deb: build ## Build dist/redis-ratelimit_<version>_<arch>.deb (module in /usr/lib/redis/modules/, snippet /etc/redis/ratelimit.conf, README and docs/ in /usr/share/doc/redis-ratelimit/)
 	@scripts/setup.sh packages
 	scripts/dist.sh deb $(VERSION) $(DEB_ARCH) $(MODULE_RELEASE)
 
-test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball
+test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball; both carry docs/
 	scripts/test-packages.sh $(VERSION) $(ARCH) $(DEB_ARCH)
 
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test

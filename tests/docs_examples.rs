@@ -120,7 +120,11 @@ fn blocks(file: &Path) -> Vec<Block> {
             directives.clear();
         }
     }
-    assert!(current.is_none(), "{}: an unclosed code block", file.display());
+    assert!(
+        current.is_none(),
+        "{}: an unclosed code block",
+        file.display()
+    );
     out
 }
 
@@ -253,7 +257,10 @@ fn steps(block: &Block) -> Vec<Step> {
         let line_no = block.line + 1 + i;
         if let Some(cmd) = prompt_command(line) {
             let args = split_args(cmd);
-            let name = args.first().map(|a| a.to_ascii_uppercase()).unwrap_or_default();
+            let name = args
+                .first()
+                .map(|a| a.to_ascii_uppercase())
+                .unwrap_or_default();
             if in_multi {
                 let step = out.last_mut().expect("MULTI opened a step");
                 if let StepKind::Session(lines) = &mut step.kind {
@@ -368,7 +375,12 @@ fn timestamp_us(digits: &str) -> Option<i128> {
 }
 
 impl Compare<'_> {
-    fn line(&mut self, timing: fn(usize) -> bool, expected: &str, actual: &str) -> Result<(), String> {
+    fn line(
+        &mut self,
+        timing: fn(usize) -> bool,
+        expected: &str,
+        actual: &str,
+    ) -> Result<(), String> {
         // A reply element: `N) (integer) V`, or a bare `(integer) V`.
         let element = |s: &str| -> Option<(usize, i64)> {
             let (n, rest) = match s.split_once(") (integer) ") {
@@ -599,10 +611,7 @@ fn replays_every_redis_cli_example() {
         }
         for name in mine {
             if let Some(other) = owner.insert(name.clone(), chain.location()) {
-                clashes.push(format!(
-                    "{name}: used by {other} and {}",
-                    chain.location()
-                ));
+                clashes.push(format!("{name}: used by {other} and {}", chain.location()));
             }
         }
     }
@@ -646,7 +655,10 @@ fn replays_every_redis_cli_example() {
         failures.len(),
         failures.join("\n\n")
     );
-    assert!(blocks >= 20, "only {blocks} blocks found: is the parser broken?");
+    assert!(
+        blocks >= 20,
+        "only {blocks} blocks found: is the parser broken?"
+    );
 }
 
 /// GitHub's anchor for a heading: lower case, punctuation but `-` and `_` dropped, spaces `-`.
@@ -677,7 +689,11 @@ fn anchors(file: &Path) -> BTreeSet<String> {
         if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
             let s = slug(&line[hashes..].replace('`', ""));
             let n = seen.entry(s.clone()).or_insert(0);
-            out.insert(if *n == 0 { s.clone() } else { format!("{s}-{n}") });
+            out.insert(if *n == 0 {
+                s.clone()
+            } else {
+                format!("{s}-{n}")
+            });
             *n += 1;
         }
         let mut rest = line;
@@ -755,10 +771,26 @@ fn the_comparison_tells_counts_from_timings() {
     assert!(c.line(rl, "4) (integer) -1", "4) (integer) 10").is_err());
     assert!(c.line(rl, "(error) ERR x", "(error) ERR y").is_err());
     let none = timing_elements(&["GET".to_string()]);
-    assert!(c.line(none, "\"1795297569629333:1\"", "\"1800000000000000:1\"").is_ok());
-    assert!(c.line(none, "\"1795297569729333:1\"", "\"1800000000100000:1\"").is_ok());
-    assert!(c.line(none, "\"1795297569729333:1\"", "\"1800000000300000:1\"").is_err());
-    assert!(c.line(none, "\"1795297569729333:1\"", "\"1800000000100000:2\"").is_err());
-    assert!(c.line(none, "(integer) 1795297569730", "(integer) 1800000000101").is_ok());
-    assert!(c.line(none, "(integer) 1795297569730", "(integer) 1800000000100000").is_err());
+    assert!(c
+        .line(none, "\"1795297569629333:1\"", "\"1800000000000000:1\"")
+        .is_ok());
+    assert!(c
+        .line(none, "\"1795297569729333:1\"", "\"1800000000100000:1\"")
+        .is_ok());
+    assert!(c
+        .line(none, "\"1795297569729333:1\"", "\"1800000000300000:1\"")
+        .is_err());
+    assert!(c
+        .line(none, "\"1795297569729333:1\"", "\"1800000000100000:2\"")
+        .is_err());
+    assert!(c
+        .line(none, "(integer) 1795297569730", "(integer) 1800000000101")
+        .is_ok());
+    assert!(c
+        .line(
+            none,
+            "(integer) 1795297569730",
+            "(integer) 1800000000100000"
+        )
+        .is_err());
 }
