@@ -235,16 +235,18 @@ fn names(args: &[String]) -> Vec<String> {
     }
 }
 
-/// One step of a transcript: what runs, the command names for the comparison, what it shows.
+/// One step of a transcript: what runs, its commands, and what it shows (each expected line
+/// with the index of the command that prints it).
 struct Step {
     line: usize,
     kind: StepKind,
     commands: Vec<Vec<String>>,
-    expected: Vec<String>,
+    expected: Vec<(usize, String)>,
 }
 
 enum StepKind {
-    /// Lines for one redis-cli session (its stdin).
+    /// Consecutive prompt lines: one redis-cli session (its stdin), so that the calls follow
+    /// each other as closely as they do when typed, and MULTI … EXEC shares a connection.
     Session(Vec<String>),
     /// One bash line.
     Shell(String),
@@ -252,25 +254,20 @@ enum StepKind {
 
 fn steps(block: &Block) -> Vec<Step> {
     let mut out: Vec<Step> = Vec::new();
-    let mut in_multi = false;
     for (i, line) in block.lines.iter().enumerate() {
         let line_no = block.line + 1 + i;
         if let Some(cmd) = prompt_command(line) {
             let args = split_args(cmd);
-            let name = args
-                .first()
-                .map(|a| a.to_ascii_uppercase())
-                .unwrap_or_default();
-            if in_multi {
-                let step = out.last_mut().expect("MULTI opened a step");
-                if let StepKind::Session(lines) = &mut step.kind {
-                    lines.push(cmd.to_string());
-                }
-                step.commands.push(args);
-                in_multi = !matches!(name.as_str(), "EXEC" | "DISCARD");
+            if let Some(Step {
+                kind: StepKind::Session(lines),
+                commands,
+                ..
+            }) = out.last_mut()
+            {
+                lines.push(cmd.to_string());
+                commands.push(args);
                 continue;
             }
-            in_multi = name == "MULTI";
             out.push(Step {
                 line: line_no,
                 kind: StepKind::Session(vec![cmd.to_string()]),
@@ -292,7 +289,8 @@ fn steps(block: &Block) -> Vec<Step> {
                     line_no
                 )
             });
-            step.expected.push(line.clone());
+            let command = step.commands.len().saturating_sub(1);
+            step.expected.push((command, line.clone()));
         }
     }
     out
@@ -319,7 +317,8 @@ impl Chain {
 fn directive<'a>(block: &'a Block, name: &str) -> Option<&'a str> {
     block.directives.iter().find_map(|d| {
         let rest = d.strip_prefix(name)?;
-        (rest.is_empty() || rest.starts_with(' ')).then(|| rest.trim())
+        (rest.is_empty() || rest.starts_with([' ', ':']))
+            .then(|| rest.trim_start_matches(':').trim())
     })
 }
 
@@ -513,37 +512,30 @@ fn replay(chain: &Chain, port: u16, workdir: &Path) -> Vec<String> {
             let actual = run_step(&step, port, workdir);
             let actual: Vec<&str> = actual.lines().map(|l| l.trim_end_matches('\r')).collect();
             let where_ = format!("{}:{}", block.file.display(), step.line);
-            if actual.len() != step.expected.len() {
-                failures.push(format!(
-                    "{where_}: {} lines expected, {} printed:\n--- expected\n{}\n--- printed\n{}",
-                    step.expected.len(),
-                    actual.len(),
-                    step.expected.join("\n"),
+            let expected: Vec<&str> = step.expected.iter().map(|(_, l)| l.as_str()).collect();
+            let report = |why: &str| {
+                format!(
+                    "{where_}: {why}\n--- expected\n{}\n--- printed\n{}",
+                    expected.join("\n"),
                     actual.join("\n")
-                ));
+                )
+            };
+            if actual.len() != expected.len() {
+                failures.push(report(&format!(
+                    "{} lines expected, {} printed",
+                    expected.len(),
+                    actual.len()
+                )));
                 continue;
             }
-            // Which command printed which lines: one command, or MULTI … EXEC (the EXEC's
-            // elements follow the replies QUEUED).
-            let timing = step
-                .commands
-                .iter()
-                .rev()
-                .find(|c| {
-                    !matches!(
-                        c[0].to_ascii_uppercase().as_str(),
-                        "MULTI" | "EXEC" | "DISCARD"
-                    )
-                })
-                .map(|c| timing_elements(c))
-                .unwrap_or(|_| false);
-            for (e, a) in step.expected.iter().zip(&actual) {
+            for ((command, e), a) in step.expected.iter().zip(&actual) {
+                let timing = step
+                    .commands
+                    .get(*command)
+                    .map(|c| timing_elements(c))
+                    .unwrap_or(|_| false);
                 if let Err(why) = compare.line(timing, e, a) {
-                    failures.push(format!(
-                        "{where_}: {why}\n--- expected\n{}\n--- printed\n{}",
-                        step.expected.join("\n"),
-                        actual.join("\n")
-                    ));
+                    failures.push(report(&format!("{why} (in `{e}`)")));
                     break;
                 }
             }
@@ -568,9 +560,6 @@ fn replays_every_redis_cli_example() {
                     .expect("write the block's file");
                 continue;
             }
-            if !is_transcript(&block) {
-                continue;
-            }
             if let Some(reason) = directive(&block, "skip") {
                 assert!(
                     !reason.is_empty(),
@@ -579,6 +568,9 @@ fn replays_every_redis_cli_example() {
                     block.line
                 );
                 skipped.push(format!("{}:{}: {reason}", file.display(), block.line));
+                continue;
+            }
+            if !is_transcript(&block) {
                 continue;
             }
             if directive(&block, "continues").is_some() {
