@@ -7,8 +7,9 @@ TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
 MODULE_RELEASE := $(TARGET_DIR)/release/libredis_ratelimit.so
 MODULE_DEBUG := $(TARGET_DIR)/debug/libredis_ratelimit.so
 
-# make run listens here (127.0.0.1); make run PORT=6380 for another port.
-PORT ?= 6379
+# make run listens on 127.0.0.1:PORT. Unset: 6379, or the first free port of 6380-6399 when
+# 6379 is taken (Debian's redis-server service holds it); set: that port, or a clear failure.
+PORT ?=
 VERSION := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
 ARCH := $(shell uname -m)
 DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null || uname -m)
@@ -31,9 +32,10 @@ build: setup ## Build the release module (target/release/libredis_ratelimit.so)
 build-debug: setup ## Build the debug module the integration tests load
 	$(CARGO) build
 
-run: build ## Build, then start redis-server with the module on 127.0.0.1:6379 (make run PORT=6380 for another port)
-	@scripts/port-free.sh $(PORT)
-	$(REDIS_SERVER) redis.conf --port $(PORT)
+run: build ## Build, then start redis-server with the module on 127.0.0.1:6379 (taken: the first free port of 6380-6399; PORT=6390: that port or fail); prints the redis-cli -p line
+	@port=$$(scripts/port-free.sh $(or $(PORT),--pick)) || exit 1; \
+	  echo "make run: starting redis-server with the module on 127.0.0.1:$$port. Talk to it with: redis-cli -p $$port"; \
+	  exec $(REDIS_SERVER) redis.conf --port $$port
 
 # make run-rls: the Envoy rate limit service (rls/) in front of `make run`'s server.
 RLS_CONFIG ?= rls/examples/config.yaml
@@ -44,9 +46,10 @@ RLS_RELEASE := $(TARGET_DIR)/release/ratelimit-rls
 build-rls: setup ## Build the Envoy rate limit service (target/release/ratelimit-rls)
 	$(CARGO) build --release -p ratelimit-rls
 
-run-rls: build build-rls ## Start redis-server with the module (PORT) and the Envoy rate limit service: gRPC 127.0.0.1:8081, /metrics on 8080, RLS_CONFIG=rls/examples/config.yaml
-	@scripts/port-free.sh $(PORT)
-	REDIS_SERVER=$(REDIS_SERVER) scripts/run-rls.sh $(RLS_RELEASE) $(PORT) $(RLS_CONFIG) --grpc-addr $(RLS_GRPC_ADDR) --http-addr $(RLS_HTTP_ADDR)
+run-rls: build build-rls ## Start redis-server with the module (port as make run) and the Envoy rate limit service: gRPC 127.0.0.1:8081, /metrics on 8080, RLS_CONFIG=rls/examples/config.yaml
+	@port=$$(scripts/port-free.sh $(or $(PORT),--pick)) || exit 1; \
+	  echo "make run-rls: redis-server with the module on 127.0.0.1:$$port (redis-cli -p $$port)"; \
+	  REDIS_SERVER=$(REDIS_SERVER) scripts/run-rls.sh $(RLS_RELEASE) $$port $(RLS_CONFIG) --grpc-addr $(RLS_GRPC_ADDR) --http-addr $(RLS_HTTP_ADDR)
 
 test-rls: build-debug ## Build the module, then run the Envoy rate limit service's tests (rls/: unit, and against a real redis-server)
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test -p ratelimit-rls
@@ -79,15 +82,15 @@ test-node: build ## Run clients/node's tests (node --test: node-redis and ioredi
 	@scripts/setup.sh node
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) npm test
 
-dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, LICENSE, config snippet) and dist/SHA256SUMS
+dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, docs/, LICENSE, config snippet) and dist/SHA256SUMS
 	@scripts/setup.sh packages
 	scripts/dist.sh tarball $(VERSION) $(ARCH) $(MODULE_RELEASE)
 
-deb: build ## Build dist/redis-ratelimit_<version>_<arch>.deb (module in /usr/lib/redis/modules/, snippet /etc/redis/ratelimit.conf)
+deb: build ## Build dist/redis-ratelimit_<version>_<arch>.deb (module in /usr/lib/redis/modules/, snippet /etc/redis/ratelimit.conf, README and docs/ in /usr/share/doc/redis-ratelimit/)
 	@scripts/setup.sh packages
 	scripts/dist.sh deb $(VERSION) $(DEB_ARCH) $(MODULE_RELEASE)
 
-test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball
+test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball; both carry docs/
 	scripts/test-packages.sh $(VERSION) $(ARCH) $(DEB_ARCH)
 
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # scripts/dist.sh tarball|deb VERSION ARCH MODULE — the release packages, under dist/:
 #
-#   tarball  dist/redis-ratelimit-VERSION-linux-ARCH.tar.gz: redis-ratelimit.so, README.md, LICENSE,
-#            ratelimit.conf (a loadmodule line to include from redis.conf); dist/SHA256SUMS
+#   tarball  dist/redis-ratelimit-VERSION-linux-ARCH.tar.gz: redis-ratelimit.so, README.md, docs/
+#            (the command reference, policies, operations …), LICENSE, ratelimit.conf (a loadmodule
+#            line to include from redis.conf); dist/SHA256SUMS
 #   deb      dist/redis-ratelimit_VERSION_ARCH.deb, built with dpkg-deb: the module at
 #            /usr/lib/redis/modules/redis-ratelimit.so and /etc/redis/ratelimit.conf (a conffile
-#            that a server can `include`); dist/SHA256SUMS
+#            that a server can `include`), README.md and docs/ under /usr/share/doc/redis-ratelimit/;
+#            dist/SHA256SUMS
 #
 # `make dist` and `make deb` call it after building the release module.
 set -euo pipefail
@@ -20,6 +22,13 @@ mkdir -p "$dist"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
+# docs/ (every .md under it, the layout kept, so that README.md's links resolve) into $1.
+copy_docs() {
+  (cd "$root/docs" && find . -type f -name '*.md' | sort) | while read -r f; do
+    install -D -m 0644 "$root/docs/$f" "$1/$f"
+  done
+}
+
 sums() {
   (cd "$dist" && sha256sum -- *.tar.gz *.deb 2>/dev/null >SHA256SUMS.tmp || true; mv SHA256SUMS.tmp SHA256SUMS)
 }
@@ -30,6 +39,7 @@ case "$kind" in
     mkdir -p "$work/$name"
     install -m 0755 "$module" "$work/$name/redis-ratelimit.so"
     install -m 0644 "$root/README.md" "$root/LICENSE" "$work/$name/"
+    copy_docs "$work/$name/docs"
     sed "s#/usr/lib/redis/modules/redis-ratelimit.so#/path/to/$name/redis-ratelimit.so#; s#include /etc/redis/ratelimit.conf#include /path/to/$name/ratelimit.conf#" \
       "$root/packaging/ratelimit.conf" >"$work/$name/ratelimit.conf"
     tar -C "$work" --owner=0 --group=0 --numeric-owner -czf "$dist/$name.tar.gz" "$name"
@@ -42,6 +52,7 @@ case "$kind" in
     install -m 0755 "$module" "$pkg/usr/lib/redis/modules/redis-ratelimit.so"
     install -m 0644 "$root/packaging/ratelimit.conf" "$pkg/etc/redis/ratelimit.conf"
     install -m 0644 "$root/README.md" "$pkg/usr/share/doc/redis-ratelimit/README.md"
+    copy_docs "$pkg/usr/share/doc/redis-ratelimit/docs"
     install -m 0644 "$root/LICENSE" "$pkg/usr/share/doc/redis-ratelimit/copyright"
     echo /etc/redis/ratelimit.conf >"$pkg/DEBIAN/conffiles"
     size_kb="$(du -sk "$pkg/usr" "$pkg/etc" | awk '{s += $1} END {print s}')"

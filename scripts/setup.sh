@@ -185,7 +185,7 @@ DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-inst
   die "apt-get install ${missing[*]} failed"
 if [[ " ${missing[*]} " == *" redis-server "* ]]; then
   say "note: Debian's redis-server package starts its own server (without this module) on 127.0.0.1:6379"
-  say "      where an init system runs; 'make run' then needs PORT=<n>, or stop it: sudo systemctl stop redis-server"
+  say "      where an init system runs; 'make run' then picks the first free port of 6380-6399 and prints it (or stop it: sudo systemctl stop redis-server)"
 fi
 has_libclang || [[ " ${groups[*]} " != *" core "* && " ${groups[*]} " != *" all "* ]] ||
   die "libclang-dev is installed but no libclang.so was found; set LIBCLANG_PATH to the directory holding it"

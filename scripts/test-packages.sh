@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # scripts/test-packages.sh VERSION ARCH DEB_ARCH — checks the packages `make dist` and `make deb`
-# wrote: SHA256SUMS matches; the tarball's module loads and answers RL.GCRA; the .deb installs
-# with dpkg -i, a server started with `include /etc/redis/ratelimit.conf` loads the module from
-# /usr/lib/redis/modules/ and answers RL.GCRA, and the package is then purged. Needs root or sudo.
+# wrote: SHA256SUMS matches; the tarball carries README.md and every page of docs/, and its module
+# loads and answers RL.GCRA; the .deb installs with dpkg -i, puts README.md and docs/ under
+# /usr/share/doc/redis-ratelimit/, a server started with `include /etc/redis/ratelimit.conf` loads
+# the module from /usr/lib/redis/modules/ and answers RL.GCRA, and the package is then purged.
+# Needs root or sudo.
 set -euo pipefail
 version=${1:?usage: test-packages.sh VERSION ARCH DEB_ARCH}
 arch=${2:?arch}
@@ -66,6 +68,13 @@ tar -C "$work" -xzf "$dist/$name.tar.gz"
 for f in redis-ratelimit.so README.md LICENSE ratelimit.conf; do
   [ -f "$work/$name/$f" ] || fail "the tarball lacks $name/$f"
 done
+# The documentation: every page under docs/ (README.md links into it).
+doc_pages="$(cd "$root/docs" && find . -type f -name '*.md' | sed 's#^\./##' | sort)"
+[ -n "$doc_pages" ] || fail "no pages under docs/"
+for f in $doc_pages; do
+  cmp -s "$root/docs/$f" "$work/$name/docs/$f" || fail "the tarball lacks $name/docs/$f (or it differs)"
+done
+echo "test-packages: the tarball carries README.md and docs/ ($(wc -w <<<"$doc_pages") pages)"
 sed "s#/path/to/$name#$work/$name#" "$work/$name/ratelimit.conf" >"$work/tarball.conf"
 check_server "$work/tarball.conf" "tarball"
 
@@ -74,6 +83,10 @@ deb="$dist/redis-ratelimit_${version}_${deb_arch}.deb"
 "${sudo_cmd[@]}" dpkg -i "$deb" >/dev/null || fail "dpkg -i $deb"
 installed=1
 [ -f /usr/lib/redis/modules/redis-ratelimit.so ] || fail "the .deb did not install /usr/lib/redis/modules/redis-ratelimit.so"
+for f in README.md $(sed 's#^#docs/#' <<<"$doc_pages"); do
+  cmp -s "$root/$f" "/usr/share/doc/redis-ratelimit/$f" || fail "the .deb did not install /usr/share/doc/redis-ratelimit/$f"
+done
+echo "test-packages: the .deb installed README.md and docs/ under /usr/share/doc/redis-ratelimit/"
 echo "include /etc/redis/ratelimit.conf" >"$work/deb.conf"
 check_server "$work/deb.conf" ".deb (/usr/lib/redis/modules/redis-ratelimit.so)"
 "${sudo_cmd[@]}" dpkg --purge redis-ratelimit >/dev/null || fail "dpkg --purge redis-ratelimit"

@@ -33,7 +33,7 @@ impl Rng {
 }
 
 /// The calls for key number `i` and the longest its key may live after any
-/// of them, in ms: the README's bound for these parameters (one period; two
+/// of them, in ms: the documented bound for these parameters (one period; two
 /// windows for the sliding window counter) plus 2 ms of rounding.
 fn calls_for(i: usize, rng: &mut Rng) -> (Vec<Vec<String>>, i64) {
     let prefix = PREFIXES[i % PREFIXES.len()];

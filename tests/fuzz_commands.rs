@@ -29,7 +29,7 @@
 //!   `PING` works at the end and the process is alive);
 //! * an error is `ERR` / `WRONGTYPE`, never the module's "internal error"
 //!   (a caught panic), and changes nothing: no key, no policy;
-//! * a rate-limiting reply is five integers obeying the README's conventions
+//! * a rate-limiting reply is five integers obeying the conventions of docs/commands/README.md
 //!   (six for `RL.ALL`, the sixth the binding limit's 1-based position, never
 //!   a `SHADOW` policy's unless every limit is one); a `SHADOW` policy never
 //!   answers limited; an accepted option list is a valid one (no repeated
@@ -1544,7 +1544,7 @@ fn read_options(words: &[Vec<u8>], variant: Option<&str>) -> Result<May, String>
     Ok(may)
 }
 
-/// The five integers obey the README's conventions; `delay`: an allowed
+/// The five integers obey the conventions of docs/commands/README.md; `delay`: an allowed
 /// call may have a `retry_after` ≥ 0 (the leaky bucket's delay).
 fn conventions(r: &[i64], delay: bool) -> Result<(), String> {
     let [limited, limit, remaining, retry, reset] = [r[0], r[1], r[2], r[3], r[4]];

@@ -619,7 +619,7 @@ fn an_rdb_without_policies_loads_without_the_module_where_the_server_allows() {
         assert_eq!(kind, "string");
     } else {
         // Redis 7.0 has only aux_save: the record is always there, and a
-        // server without the module refuses the file (as the README says;
+        // server without the module refuses the file (as docs/policies.md says;
         // load the module with `policies unloadable` to avoid it).
         let log =
             common::run_without_module_expecting_exit(plain, &["--save", "", "--appendonly", "no"]);

@@ -112,7 +112,7 @@ fn a_large_load_is_all_or_nothing_and_info_shows_a_bounded_part() {
 }
 
 /// The module's sliding-log-max-limit from the load arguments.
-/// A server with `sliding-log-max-limit max` and, as the README asks of a
+/// A server with `sliding-log-max-limit max` and, as docs/commands/rl.slidinglog.md asks of a
 /// raised limit, a `sliding-log-call-budget` of twice that.
 fn server_with_max(max: &str, extra: &[&str]) -> Server {
     let budget = (2 * max.parse::<i64>().unwrap()).to_string();
