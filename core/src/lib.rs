@@ -4,6 +4,8 @@
 //! * [`algorithm`] — the rate-limiting algorithms as pure state transitions
 //!   `(previous state, now, parameters, cost) → (decision, new state)`, one
 //!   per file, with their state codecs;
+//! * [`limit`] — the limit grammar (the algorithms' parameters and the
+//!   options as commands, `RL.ALL` and policies spell them) and its parse;
 //! * [`error`] — every error a command can reply with, in one place;
 //! * [`time`] — the units (`i64` µs) and their conversions.
 //!
@@ -16,4 +18,5 @@
 
 pub mod algorithm;
 pub mod error;
+pub mod limit;
 pub mod time;

@@ -21,11 +21,11 @@ use std::sync::Arc;
 
 use super::limiter::{self, Limit};
 use super::{
-    args::{is_keyword, Args},
-    docs, fixed_window, gcra, leaky_bucket, policy, sliding_log, sliding_window, token_bucket,
-    Answer, ReplyUnit, Spec,
+    args::{is_keyword, Args, Settings},
+    docs, policy, Answer, ReplyUnit, Spec,
 };
 use crate::error::{Error, Result};
+use crate::limit::Kind;
 use crate::server::string::Arg;
 use crate::server::Ctx;
 
@@ -71,88 +71,9 @@ pub const SPEC: Spec = Spec {
 /// The command's statistics (`INFO ratelimit`).
 static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
-/// Parses a limit's parameters starting at an argument index.
-pub type Parse = fn(&Args, usize) -> Result<Limit>;
-
-/// How `SOFT` scales a parameter of a limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Count {
-    /// A count (limit, capacity, tokens per period): scaled as is.
-    Plain,
-    /// GCRA's `max_burst`: its limit `max_burst + 1` is scaled.
-    Burst,
-}
-
-/// A limit type of the grammar `RL.ALL` and `RL.POLICY SET` share.
-pub struct LimitKind {
-    /// The keyword, upper case.
-    pub name: &'static [u8],
-    pub parse: Parse,
-    /// How many parameters follow the keyword.
-    pub params: usize,
-    /// The parameters `SOFT` scales (by position after the keyword); the
-    /// first is the limit replies speak of.
-    pub counts: &'static [(usize, Count)],
-}
-
-const GCRA: LimitKind = LimitKind {
-    name: b"GCRA",
-    parse: gcra::parse,
-    params: gcra::PARAMS,
-    counts: &[(0, Count::Burst), (1, Count::Plain)],
-};
-const TOKENBUCKET: LimitKind = LimitKind {
-    name: b"TOKENBUCKET",
-    parse: token_bucket::parse,
-    params: token_bucket::PARAMS,
-    counts: &[(0, Count::Plain), (1, Count::Plain)],
-};
-const LEAKYBUCKET: LimitKind = LimitKind {
-    name: b"LEAKYBUCKET",
-    parse: leaky_bucket::parse,
-    params: leaky_bucket::PARAMS,
-    counts: &[(0, Count::Plain), (1, Count::Plain)],
-};
-const FIXEDWINDOW: LimitKind = LimitKind {
-    name: b"FIXEDWINDOW",
-    parse: fixed_window::parse,
-    params: fixed_window::PARAMS,
-    counts: &[(0, Count::Plain)],
-};
-const SLIDINGWINDOW: LimitKind = LimitKind {
-    name: b"SLIDINGWINDOW",
-    parse: sliding_window::parse,
-    params: sliding_window::PARAMS,
-    counts: &[(0, Count::Plain)],
-};
-const SLIDINGLOG: LimitKind = LimitKind {
-    name: b"SLIDINGLOG",
-    parse: sliding_log::parse,
-    params: sliding_log::PARAMS,
-    counts: &[(0, Count::Plain)],
-};
-
-/// Which limit a keyword names (`LEAKYBUCKET` too, which `RL.ALL` refuses
-/// and policies take); `None` for anything else.
-pub fn limit_kind(word: &[u8]) -> Option<&'static LimitKind> {
-    // By length first: one case-insensitive comparison per call.
-    let kind = match word.len() {
-        4 => &GCRA,
-        10 => &SLIDINGLOG,
-        11 => match word[0] | 0x20 {
-            b't' => &TOKENBUCKET,
-            b'f' => &FIXEDWINDOW,
-            _ => &LEAKYBUCKET,
-        },
-        13 => &SLIDINGWINDOW,
-        _ => return None,
-    };
-    is_keyword(word, kind.name).then_some(kind)
-}
-
 /// Whether `word` starts a limit of `RL.ALL` (a limit type, or `POLICY`).
 fn is_limit_keyword(word: &[u8]) -> bool {
-    limit_kind(word).is_some() || is_keyword(word, b"POLICY")
+    Kind::of(word).is_some() || is_keyword(word, b"POLICY")
 }
 
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
@@ -186,13 +107,13 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         }
         let word = args.bytes(at)?;
         let key = args.arg(2 + i)?;
-        if let Some(kind) = limit_kind(word) {
-            if kind.name == LEAKYBUCKET.name {
+        if let Some(kind) = Kind::of(word) {
+            if kind == Kind::LeakyBucket {
                 return Err(Error::LeakyBucketInAll);
             }
-            let limit = (kind.parse)(args, at + 1)?;
+            let limit = kind.parse(args, at + 1, &Settings)?;
             limits.push((key, limit, limiter::Modes::default()));
-            at += 1 + kind.params;
+            at += 1 + kind.params();
         } else if is_keyword(word, b"POLICY") {
             let (found, rule) = policy::find(args.bytes(at + 1).map_err(|_| Error::LimitCount)?)?;
             if matches!(rule.limit, Limit::LeakyBucket(_)) {

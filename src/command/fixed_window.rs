@@ -8,13 +8,14 @@
 
 use crate::server::Ctx;
 
-use super::limiter::{self, Limit};
+use super::limiter;
 use super::{
-    args::{is_keyword, Args},
+    args::{is_keyword, Args, Settings},
     docs, Answer, ReplyUnit, Spec,
 };
-use crate::algorithm::fixed_window::{Align, FixedWindow};
+use crate::algorithm::fixed_window::Align;
 use crate::error::{Error, Result};
+use crate::limit::{Kind, Limit};
 
 pub const SPEC: Spec = Spec {
     name: c"rl.fixedwindow",
@@ -52,22 +53,12 @@ const ALIGN: docs::ArgDoc = docs::ArgDoc {
 /// The command's statistics (`INFO ratelimit`).
 static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
-/// The number of parameters after the key: `limit window`.
-pub const PARAMS: usize = 2;
-
-/// Parses and validates the parameters `limit window` starting at argument `at`
-/// (also used by `RL.ALL`).
-pub fn parse(args: &Args, at: usize) -> Result<Limit> {
-    let limit = args.integer(at, "limit")?;
-    let window_us = args.seconds_as_us(at + 1, "window")?;
-    Ok(Limit::FixedWindow(FixedWindow::new(limit, window_us)?))
-}
-
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
-    let limit = parse(args, 2)?;
+    let kind = Kind::FixedWindow;
+    let limit = kind.parse(args, 2, &Settings)?;
     let mut align = None;
     let options = args
-        .options_with(2 + PARAMS, |word, i| {
+        .options_with(2 + kind.params(), |word, i| {
             if !is_keyword(word, b"ALIGN") || align.is_some() {
                 return Ok(None);
             }

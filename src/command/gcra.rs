@@ -6,10 +6,9 @@
 
 use crate::server::Ctx;
 
-use super::limiter::{self, Limit};
 use super::{args::Args, docs, Answer, ReplyUnit, Spec};
-use crate::algorithm::gcra::Gcra;
 use crate::error::Result;
+use crate::limit::Kind;
 
 pub const SPEC: Spec = Spec {
     name: c"rl.gcra",
@@ -33,24 +32,6 @@ pub const SPEC: Spec = Spec {
 /// The command's statistics (`INFO ratelimit`).
 static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
-/// The number of parameters after the key: `max_burst tokens_per_period period`.
-pub const PARAMS: usize = 3;
-
-/// Parses and validates the parameters `max_burst tokens_per_period period` starting at argument `at`
-/// (also used by `RL.ALL`).
-pub fn parse(args: &Args, at: usize) -> Result<Limit> {
-    let max_burst = args.integer(at, "max_burst")?;
-    let tokens_per_period = args.integer(at + 1, "tokens_per_period")?;
-    let period_us = args.seconds_as_us(at + 2, "period")?;
-    Ok(Limit::Gcra(Gcra::new(
-        max_burst,
-        tokens_per_period,
-        period_us,
-    )?))
-}
-
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
-    let limit = parse(args, 2)?;
-    let options = args.options(2 + PARAMS)?;
-    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
+    super::run_kind(ctx, args, Kind::Gcra)
 }

@@ -7,10 +7,9 @@
 
 use crate::server::Ctx;
 
-use super::limiter::{self, Limit};
 use super::{args::Args, docs, Answer, ReplyUnit, Spec};
-use crate::algorithm::leaky_bucket::LeakyBucket;
 use crate::error::Result;
+use crate::limit::Kind;
 
 pub const SPEC: Spec = Spec {
     name: c"rl.leakybucket",
@@ -34,24 +33,6 @@ pub const SPEC: Spec = Spec {
 /// The command's statistics (`INFO ratelimit`).
 static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
-/// The number of parameters after the key: `capacity leak_tokens leak_period`.
-pub const PARAMS: usize = 3;
-
-/// Parses and validates the parameters `capacity leak_tokens leak_period` starting at argument `at`
-/// (also used by `RL.ALL`).
-pub fn parse(args: &Args, at: usize) -> Result<Limit> {
-    let capacity = args.integer(at, "capacity")?;
-    let leak_tokens = args.integer(at + 1, "leak_tokens")?;
-    let leak_period_us = args.seconds_as_us(at + 2, "leak_period")?;
-    Ok(Limit::LeakyBucket(LeakyBucket::new(
-        capacity,
-        leak_tokens,
-        leak_period_us,
-    )?))
-}
-
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
-    let limit = parse(args, 2)?;
-    let options = args.options(2 + PARAMS)?;
-    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
+    super::run_kind(ctx, args, Kind::LeakyBucket)
 }

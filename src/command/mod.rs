@@ -31,6 +31,7 @@ use std::ffi::{c_int, CStr};
 use crate::algorithm::cell;
 use crate::algorithm::Decision;
 use crate::error::Result;
+use crate::limit::Kind;
 use crate::server::registry::{self, EntryPoint};
 use crate::server::string::Arg;
 use crate::server::{self, aof, config, effects, info, rdb, reply, Ctx};
@@ -137,6 +138,15 @@ impl Answer {
             each: Vec::new(),
         }
     }
+}
+
+/// The handler of a command that is one limit of the grammar followed by
+/// the common options (`RL.GCRA`, `RL.TOKENBUCKET`, `RL.LEAKYBUCKET`,
+/// `RL.SLIDINGLOG`): `key <kind's parameters> [options]`.
+pub fn run_kind(ctx: Ctx, args: &Args, kind: Kind) -> Result<Answer> {
+    let limit = kind.parse(args, 2, &args::Settings)?;
+    let options = args.options(2 + kind.params())?;
+    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
 }
 
 /// Every command call, after [`registry::dispatch`] wrapped it: arity, the

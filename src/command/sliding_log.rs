@@ -23,11 +23,11 @@
 //! `PEXPIREAT key <ms>`, and raises `zrem`, `zadd` and `expire` after closing
 //! the key. A limited request writes nothing.
 
-use super::args::{Args, Origin};
-use super::limiter::{self, Limit};
-use super::{docs, settings, Answer, ReplyUnit, Spec};
+use super::args::Args;
+use super::{docs, Answer, ReplyUnit, Spec};
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog, TimestampLog};
 use crate::error::{Error, Result};
+use crate::limit::Kind;
 use crate::server::key::{Key, KeyKind};
 use crate::server::string::OwnedString;
 use crate::server::Ctx;
@@ -55,39 +55,8 @@ pub const SPEC: Spec = Spec {
 /// The command's statistics (`INFO ratelimit`).
 static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
-/// The number of parameters after the key: `limit window`.
-pub const PARAMS: usize = 2;
-
-/// Parses and validates `limit window` starting at argument `at` (also used
-/// by `RL.ALL`).
-pub fn parse(args: &Args, at: usize) -> Result<Limit> {
-    let limit = args.integer(at, "limit")?;
-    let window_us = args.seconds_as_us(at + 1, "window")?;
-    Ok(Limit::SlidingLog(new_log(limit, window_us, args.origin())?))
-}
-
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
-    let limit = parse(args, 2)?;
-    let options = args.options(2 + PARAMS)?;
-    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
-}
-
-/// Validates `limit window` of a sliding log, `limit` also against the
-/// module settings `sliding-log-max-limit` and `sliding-log-call-budget` (a
-/// limit whose cheapest call, `TOKENS 1`, could not fit the budget) where
-/// `origin` checks this server's bounds (the call-time budget check applies
-/// to every call anyway).
-pub fn new_log(limit: i64, window_us: i64, origin: Origin) -> Result<SlidingLog> {
-    let log = SlidingLog::new(limit, window_us)?;
-    let max_limit = settings::sliding_log_max_limit();
-    if origin.checks_local_bounds() && limit > max_limit {
-        return Err(Error::LimitAboveSetting { max: max_limit });
-    }
-    let (entries, budget) = (log.call_entries(1), settings::sliding_log_call_budget());
-    if origin.checks_local_bounds() && entries > budget {
-        return Err(Error::OverBudget { entries, budget });
-    }
-    Ok(log)
+    super::run_kind(ctx, args, Kind::SlidingLog)
 }
 
 /// The member that holds a sliding log's block (`BLOCK duration`), scored

@@ -9,14 +9,14 @@
 
 use crate::server::Ctx;
 
-use super::limiter::{self, Limit};
+use super::limiter;
 use super::{
-    args::{is_keyword, Args},
+    args::{is_keyword, Args, Settings},
     docs, Answer, ReplyUnit, Spec,
 };
 use crate::algorithm::bucket_window::BucketWindow;
-use crate::algorithm::sliding_window::SlidingWindow;
 use crate::error::{Error, Result};
+use crate::limit::{Kind, Limit};
 
 pub const SPEC: Spec = Spec {
     name: c"rl.slidingwindow",
@@ -52,22 +52,12 @@ const BUCKETS: docs::ArgDoc = docs::ArgDoc {
 /// The command's statistics (`INFO ratelimit`).
 static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
-/// The number of parameters after the key: `limit window`.
-pub const PARAMS: usize = 2;
-
-/// Parses and validates the parameters `limit window` starting at argument `at`
-/// (also used by `RL.ALL`).
-pub fn parse(args: &Args, at: usize) -> Result<Limit> {
-    let limit = args.integer(at, "limit")?;
-    let window_us = args.seconds_as_us(at + 1, "window")?;
-    Ok(Limit::SlidingWindow(SlidingWindow::new(limit, window_us)?))
-}
-
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
-    let limit = parse(args, 2)?;
+    let kind = Kind::SlidingWindow;
+    let limit = kind.parse(args, 2, &Settings)?;
     let mut buckets = None;
     let options = args
-        .options_with(2 + PARAMS, |word, i| {
+        .options_with(2 + kind.params(), |word, i| {
             if !is_keyword(word, b"BUCKETS") || buckets.is_some() || i + 1 >= args.len() {
                 return Ok(None);
             }

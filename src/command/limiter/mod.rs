@@ -15,25 +15,22 @@
 
 use smallvec::SmallVec;
 
-use super::{propagate, settings, throttle::CellGcra, Answer};
+use super::{propagate, settings, Answer};
 
 mod storage;
 mod write;
 
 use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
 use crate::algorithm::bucket_window::{self, BucketWindow};
-use crate::algorithm::fixed_window::FixedWindow;
-use crate::algorithm::gcra::Gcra;
-use crate::algorithm::leaky_bucket::LeakyBucket;
 use crate::algorithm::plan::{plan as plan_change, Change};
 pub use crate::algorithm::plan::{Op, Options};
 use crate::algorithm::recognize::is_limiter_state;
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog};
 use crate::algorithm::sliding_window::SlidingWindow;
-use crate::algorithm::token_bucket::TokenBucket;
 use crate::algorithm::{all, policy};
 use crate::algorithm::{Algorithm, Decision, RefundWrite, STATE_BUF_LEN};
 use crate::error::{Error, Result};
+pub use crate::limit::{Limit, Modes};
 use crate::server::effects::{self, EventClass};
 use crate::server::key::{Key, KeyKind};
 use crate::server::string::{Arg, OwnedString};
@@ -46,38 +43,6 @@ use super::sliding_log::{self as log_glue, ZsetLog};
 
 /// The limits of one call, kept inline for up to 4 (no allocation).
 pub type Few<T> = SmallVec<[T; 4]>;
-
-/// One limit: an algorithm with its validated parameters.
-#[derive(Debug, Clone, Copy)]
-pub enum Limit {
-    Gcra(Gcra),
-    TokenBucket(TokenBucket),
-    LeakyBucket(LeakyBucket),
-    FixedWindow(FixedWindow),
-    SlidingWindow(SlidingWindow),
-    /// `RL.SLIDINGWINDOW … BUCKETS k`.
-    BucketWindow(BucketWindow),
-    SlidingLog(SlidingLog),
-    /// `CL.THROTTLE`: GCRA reading redis-cell's nanosecond states too.
-    Throttle(CellGcra),
-}
-
-/// What a policy adds to its limit (`RL.POLICY SET … [SHADOW] [SOFT percent]
-/// [BLOCK duration]`); all off for the limits of the `RL.*` commands.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Modes {
-    /// `SHADOW`: decide as usual, write nothing on a refusal, answer allowed.
-    pub shadow: bool,
-    /// `SOFT`: the limit given decides (scaled up); replies speak of this
-    /// nominal limit (see [`crate::algorithm::policy::soft_reply`]).
-    pub nominal_limit: Option<i64>,
-    /// The policy's `BLOCK`, µs; with the call's `BLOCK` too, the longer one.
-    pub block_us: Option<i64>,
-    /// A policy's limit: a key holding another algorithm's state (the
-    /// policy's algorithm changed, `RL.POLICY SET … RESET`) reads as no key,
-    /// and a write replaces it (see [`plan`]).
-    pub policy: bool,
-}
 
 /// What one limit did in a call: its policy's statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

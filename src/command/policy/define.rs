@@ -28,22 +28,6 @@ pub(super) fn origin(ctx: Ctx) -> Origin {
     }
 }
 
-/// The algorithm of a limit with its variant, as `RL.POLICY SET` names it:
-/// limiters of two limits of the same variant read each other's state.
-pub fn variant(limit: &Limit) -> &'static str {
-    match limit {
-        Limit::Gcra(_) => "GCRA",
-        Limit::TokenBucket(_) => "TOKENBUCKET",
-        Limit::LeakyBucket(_) => "LEAKYBUCKET",
-        Limit::FixedWindow(w) if w.align() == Align::First => "FIXEDWINDOW ALIGN FIRST",
-        Limit::FixedWindow(_) => "FIXEDWINDOW",
-        Limit::SlidingWindow(_) => "SLIDINGWINDOW",
-        Limit::BucketWindow(_) => "SLIDINGWINDOW BUCKETS",
-        Limit::SlidingLog(_) => "SLIDINGLOG",
-        Limit::Throttle(_) => "CL.THROTTLE",
-    }
-}
-
 /// Refuses a client's definition that changes the variant of the policy it
 /// replaces without `RESET` (`reset`, or the definition's own).
 pub(super) fn check_change(
@@ -86,18 +70,18 @@ pub(super) fn parse_words<T>(
 /// Parses `limit [SHADOW] [SOFT percent] [BLOCK duration] [RESET]`.
 pub(super) fn define(words: &[&[u8]], origin: Origin) -> Result<Definition> {
     let first = words.first().ok_or(Error::PolicySyntax)?;
-    let kind = limit_kind(first).ok_or(Error::UnknownPolicyLimit)?;
-    if words.len() < 1 + kind.params {
+    let kind = Kind::of(first).ok_or(Error::UnknownPolicyLimit)?;
+    if words.len() < 1 + kind.params() {
         return Err(Error::PolicySyntax);
     }
     let nominal = parse_words(words, origin, |args| {
-        let limit = (kind.parse)(args, 1)?;
+        let limit = kind.parse(args, 1, &Settings)?;
         let mut modes = Modes {
             policy: true,
             ..Modes::default()
         };
         let (mut soft, mut block, mut reset) = (None, None, false);
-        let mut i = 1 + kind.params;
+        let mut i = 1 + kind.params();
         while i < args.len() {
             let word = args.bytes(i)?;
             if is_keyword(word, b"SHADOW") && !modes.shadow {
@@ -136,8 +120,8 @@ pub(super) fn define(words: &[&[u8]], origin: Origin) -> Result<Definition> {
         canonical.extend_from_slice(word);
         is_dumpable_word(word)
     };
-    let mut dumpable = push(kind.name);
-    for word in &words[1..=kind.params] {
+    let mut dumpable = push(kind.name());
+    for word in &words[1..=kind.params()] {
         dumpable &= push(word);
     }
     if modes.shadow {
@@ -156,9 +140,9 @@ pub(super) fn define(words: &[&[u8]], origin: Origin) -> Result<Definition> {
     }
     if let Some((percent, _)) = soft {
         // Scale every count, then parse the scaled limit as its command would.
-        let mut scaled: Vec<Vec<u8>> = words[..=kind.params].iter().map(|w| w.to_vec()).collect();
+        let mut scaled: Vec<Vec<u8>> = words[..=kind.params()].iter().map(|w| w.to_vec()).collect();
         let mut nominal_limit = None;
-        for &(pos, count) in kind.counts {
+        for &(pos, count) in kind.counts() {
             let text = std::str::from_utf8(words[1 + pos]).map_err(|_| Error::PolicySyntax)?;
             let value: i64 = text.parse().map_err(|_| Error::PolicySyntax)?;
             let (nominal_count, to_param) = match count {
@@ -170,7 +154,7 @@ pub(super) fn define(words: &[&[u8]], origin: Origin) -> Result<Definition> {
             scaled[1 + pos] = (scaled_count - to_param).to_string().into_bytes();
         }
         let scaled_words: Vec<&[u8]> = scaled.iter().map(Vec::as_slice).collect();
-        limit = parse_words(&scaled_words, origin, |args| (kind.parse)(args, 1))?;
+        limit = parse_words(&scaled_words, origin, |args| kind.parse(args, 1, &Settings))?;
         modes.nominal_limit = nominal_limit;
     }
     Ok(Definition {

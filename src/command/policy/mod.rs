@@ -28,17 +28,17 @@ use std::collections::{BTreeMap, HashSet};
 use std::ffi::{c_int, CString};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::all::{limit_kind, Count};
+use super::args::Settings;
 use super::args::{is_keyword, Args, Origin};
 use super::limiter::{Limit, Modes};
 use super::stats::CommandStats;
 use super::{docs, settings};
-use crate::algorithm::fixed_window::Align;
 use crate::algorithm::policy::{
     info_name, is_dumpable_word, is_valid_name, lines, soft_count, SOFT_PERCENT_MAX,
     SOFT_PERCENT_MIN,
 };
 use crate::error::{Error, PolicyName, Result};
+use crate::limit::{variant, Count, Kind};
 use crate::server::info::InfoWriter;
 use crate::server::rdb::{AuxHooks, AuxReader, AuxWriter};
 use crate::server::reply::Reply;

@@ -1,0 +1,190 @@
+//! Unit tests of the limit grammar, with words read by Rust's parsers (the
+//! module reads the server's strings; both accept the forms used here).
+
+use super::*;
+
+/// A word of these tests.
+#[derive(Clone, Copy)]
+struct W<'a>(&'a str);
+
+impl<'a> Word<'a> for W<'a> {
+    fn bytes(self) -> Result<&'a [u8]> {
+        Ok(self.0.as_bytes())
+    }
+    fn to_i64(self) -> Result<Option<i64>> {
+        Ok(self.0.parse().ok())
+    }
+    fn to_f64(self) -> Result<Option<f64>> {
+        Ok(self.0.parse().ok())
+    }
+}
+
+/// This server's bounds: `sliding-log-max-limit` 1000, budget 4000.
+struct Bounds;
+
+impl LocalBounds for Bounds {
+    fn sliding_log_max_limit(&self) -> i64 {
+        1_000
+    }
+    fn sliding_log_call_budget(&self) -> i64 {
+        4_000
+    }
+}
+
+fn words(text: &str) -> Vec<W<'_>> {
+    text.split(' ').map(W).collect()
+}
+
+fn parse(text: &str, origin: Origin) -> Result<Limit> {
+    let argv = words(text);
+    let args = Args::with_origin(&argv, origin);
+    let kind = Kind::of(args.bytes(0)?).ok_or(Error::UnknownLimit)?;
+    assert_eq!(args.len(), 1 + kind.params(), "{text}");
+    kind.parse(&args, 1, &Bounds)
+}
+
+#[test]
+fn keywords_match_in_any_case_and_nothing_else() {
+    for word in [&b"TOKENS"[..], b"tokens", b"ToKeNs"] {
+        assert!(is_keyword(word, b"TOKENS"));
+    }
+    // Same length, one byte off by 0x20 in a non-letter, or another letter.
+    for word in [
+        &b"TOKEN"[..],
+        b"TOKENSS",
+        b"TOKEN\x13",
+        b"TOKEN3",
+        b"TOKENT",
+        b"",
+    ] {
+        assert!(!is_keyword(word, b"TOKENS"), "{word:?}");
+    }
+    // Every byte that is not one of the two cases of a letter is refused.
+    for b in 0..=255u8 {
+        let expected = b == b'P' || b == b'p';
+        assert_eq!(is_keyword(&[b], b"P"), expected, "{b}");
+    }
+}
+
+#[test]
+fn every_kind_is_named_by_its_keyword_in_any_case() {
+    let kinds = [
+        Kind::Gcra,
+        Kind::TokenBucket,
+        Kind::LeakyBucket,
+        Kind::FixedWindow,
+        Kind::SlidingWindow,
+        Kind::SlidingLog,
+    ];
+    for kind in kinds {
+        let name = kind.name();
+        assert_eq!(Kind::of(name), Some(kind));
+        assert_eq!(Kind::of(&name.to_ascii_lowercase()), Some(kind));
+        assert_eq!(Kind::of(&name[1..]), None);
+    }
+    for word in [&b"POLICY"[..], b"GCRAS", b"TOKENBUCKEX", b"", b"XXXX"] {
+        assert_eq!(Kind::of(word), None, "{word:?}");
+    }
+}
+
+#[test]
+fn limits_parse_as_their_commands_validate_them() {
+    let ok = [
+        "GCRA 99 100 60",
+        "TOKENBUCKET 10 5 1.5",
+        "LEAKYBUCKET 10 1 0.1",
+        "FIXEDWINDOW 100 60",
+        "SLIDINGWINDOW 100 60",
+        "SLIDINGLOG 1000 60",
+    ];
+    for text in ok {
+        assert!(parse(text, Origin::Client).is_ok(), "{text}");
+    }
+    let refused = [
+        ("GCRA x 100 60", Error::NotAnInteger { arg: "max_burst" }),
+        (
+            "GCRA 1 y 60",
+            Error::NotAnInteger {
+                arg: "tokens_per_period",
+            },
+        ),
+        ("GCRA 1 1 z", Error::NotAFloat { arg: "period" }),
+        ("GCRA 1 1 0", Error::BadPeriod { arg: "period" }),
+        (
+            "TOKENBUCKET 10 5 -1",
+            Error::BadPeriod {
+                arg: "refill_period",
+            },
+        ),
+        ("LEAKYBUCKET q 1 1", Error::NotAnInteger { arg: "capacity" }),
+        (
+            "FIXEDWINDOW 10 31622401",
+            Error::BadPeriod { arg: "window" },
+        ),
+        ("SLIDINGWINDOW n 60", Error::NotAnInteger { arg: "limit" }),
+        (
+            "SLIDINGLOG 1001 60",
+            Error::LimitAboveSetting { max: 1_000 },
+        ),
+    ];
+    for (text, want) in refused {
+        assert_eq!(parse(text, Origin::Client).err(), Some(want), "{text}");
+    }
+}
+
+#[test]
+fn accepted_definitions_skip_this_servers_bounds_only() {
+    assert_eq!(
+        parse("SLIDINGLOG 1001 60", Origin::Client).err(),
+        Some(Error::LimitAboveSetting { max: 1_000 })
+    );
+    assert!(matches!(
+        parse("SLIDINGLOG 1001 60", Origin::Accepted),
+        Ok(Limit::SlidingLog(_))
+    ));
+    // The algorithm's own bounds hold wherever a definition comes from.
+    assert_eq!(
+        parse("SLIDINGLOG 10 0", Origin::Accepted).err(),
+        Some(Error::BadPeriod { arg: "window" })
+    );
+}
+
+#[test]
+fn options_are_each_at_most_once() {
+    let cases: [(&str, Result<Options>); 7] = [
+        ("", Ok(Options::default())),
+        (
+            "TOKENS 3 PEEK",
+            Ok(Options {
+                op: Op::Take(3),
+                peek: true,
+                block_us: None,
+            }),
+        ),
+        (
+            "BLOCK 1.5 refund 2",
+            Ok(Options {
+                op: Op::Refund(2),
+                peek: false,
+                block_us: Some(1_500_000),
+            }),
+        ),
+        ("TOKENS 1 REFUND 1", Err(Error::Syntax)),
+        ("PEEK PEEK", Err(Error::Syntax)),
+        (
+            "TOKENS 0",
+            Err(Error::OutOfRange {
+                arg: "TOKENS",
+                bound: ">= 1",
+            }),
+        ),
+        ("WHAT", Err(Error::Syntax)),
+    ];
+    for (text, want) in cases {
+        let mut argv = words("CMD key");
+        if !text.is_empty() {
+            argv.extend(words(text));
+        }
+        assert_eq!(Args::new(&argv).options(2), want, "{text}");
+    }
+}
