@@ -6,6 +6,7 @@
 //!   per file, with their state codecs;
 //! * [`limit`] — the limit grammar (the algorithms' parameters and the
 //!   options as commands, `RL.ALL` and policies spell them) and its parse;
+//! * [`definition`] — policy definitions and their `DUMP` / `LOAD` text;
 //! * [`error`] — every error a command can reply with, in one place;
 //! * [`time`] — the units (`i64` µs) and their conversions.
 //!
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod algorithm;
+pub mod definition;
 pub mod error;
 pub mod limit;
 pub mod time;

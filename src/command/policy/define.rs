@@ -1,20 +1,11 @@
-//! Policy definitions: `limit [SHADOW] [SOFT percent] [BLOCK duration]
-//! [RESET]` parsed by the limit's own command parser, and the `DUMP` /
-//! `LOAD` text (one `name definition` a line).
+//! Policy definitions read by this server: the core's definitions and text
+//! ([`crate::definition`]) with the server's strings as words and its
+//! settings as bounds.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-
-/// A policy definition, parsed.
-pub(super) struct Definition {
-    text: Vec<u8>,
-    /// `Err` only for an accepted definition this module cannot use (see
-    /// [`Policy::rule`]).
-    rule: std::result::Result<Rule, Error>,
-    /// `RESET`: the definition may change the algorithm of the policy it
-    /// replaces (never stored: `GET` and `DUMP` leave it out).
-    reset: bool,
-}
+use crate::definition::{self, ReadWords};
+pub(super) use crate::definition::{at_line, unusable_message, Definition, Parsed};
 
 /// Where the current call's definitions come from: the master (the
 /// replication stream) or an AOF being replayed, else a client.
@@ -28,8 +19,40 @@ pub(super) fn origin(ctx: Ctx) -> Origin {
     }
 }
 
-/// Refuses a client's definition that changes the variant of the policy it
-/// replaces without `RESET` (`reset`, or the definition's own).
+/// A definition's words as server strings, read as a command's arguments:
+/// a policy's numbers parse exactly as the same limit's command would.
+pub(super) struct ServerWords;
+
+impl ReadWords for ServerWords {
+    type W<'a> = Arg<'a>;
+
+    fn read<T>(
+        &self,
+        words: &[&[u8]],
+        origin: Origin,
+        parse: impl for<'a> FnOnce(&Args<'a>) -> Result<T>,
+    ) -> Result<T> {
+        let owned = words
+            .iter()
+            .map(|w| OwnedString::detached_bytes(w))
+            .collect::<Result<Vec<_>>>()?;
+        let argv: Vec<Arg> = owned.iter().map(OwnedString::as_arg).collect();
+        parse(&Args::with_origin(&argv, origin))
+    }
+}
+
+/// Parses one `name limit [options]` entry ([`definition::entry`]).
+pub(super) fn entry(name: &[u8], words: &[&[u8]], origin: Origin) -> Result<(Vec<u8>, Definition)> {
+    definition::entry(name, words, origin, &ServerWords, &Settings)
+}
+
+/// Parses a `DUMP` / `LOAD` text ([`definition::parse_text`]).
+pub(super) fn parse_text(text: &[u8], origin: Origin) -> std::result::Result<Vec<Parsed>, String> {
+    definition::parse_text(text, origin, &ServerWords, &Settings)
+}
+
+/// Refuses a client's definition that changes the variant of `old` without
+/// `RESET` ([`definition::check_change`]).
 pub(super) fn check_change(
     name: &[u8],
     old: &Policy,
@@ -37,162 +60,15 @@ pub(super) fn check_change(
     origin: Origin,
     reset: bool,
 ) -> Result<()> {
-    // A policy that cannot be used here has no variant to keep.
-    let (Ok(old_rule), Ok(new_rule)) = (&old.rule, &new.rule) else {
-        return Ok(());
-    };
-    let (from, to) = (variant(&old_rule.limit), variant(&new_rule.limit));
-    if from == to || reset || new.reset || !origin.checks_local_bounds() {
-        return Ok(());
-    }
-    Err(Error::PolicyAlgorithmChange {
-        name: PolicyName::new(name),
-        from,
-        to,
-    })
+    definition::check_change(name, &old.rule, new, origin, reset)
 }
 
-/// Parses `words` as the command's own parser would: each word becomes a
-/// server string, read as a command argument from `origin`.
-pub(super) fn parse_words<T>(
-    words: &[&[u8]],
-    origin: Origin,
-    parse: impl FnOnce(&Args) -> Result<T>,
-) -> Result<T> {
-    let owned = words
-        .iter()
-        .map(|w| OwnedString::detached_bytes(w))
-        .collect::<Result<Vec<_>>>()?;
-    let argv: Vec<Arg> = owned.iter().map(OwnedString::as_arg).collect();
-    parse(&Args::with_origin(&argv, origin))
-}
-
-/// Parses `limit [SHADOW] [SOFT percent] [BLOCK duration] [RESET]`.
-pub(super) fn define(words: &[&[u8]], origin: Origin) -> Result<Definition> {
-    let first = words.first().ok_or(Error::PolicySyntax)?;
-    let kind = Kind::of(first).ok_or(Error::UnknownPolicyLimit)?;
-    if words.len() < 1 + kind.params() {
-        return Err(Error::PolicySyntax);
-    }
-    let nominal = parse_words(words, origin, |args| {
-        let limit = kind.parse(args, 1, &Settings)?;
-        let mut modes = Modes {
-            policy: true,
-            ..Modes::default()
-        };
-        let (mut soft, mut block, mut reset) = (None, None, false);
-        let mut i = 1 + kind.params();
-        while i < args.len() {
-            let word = args.bytes(i)?;
-            if is_keyword(word, b"SHADOW") && !modes.shadow {
-                modes.shadow = true;
-                i += 1;
-            } else if is_keyword(word, b"RESET") && !reset {
-                reset = true;
-                i += 1;
-            } else if is_keyword(word, b"SOFT") && soft.is_none() && i + 1 < args.len() {
-                let percent = args.integer(i + 1, "SOFT")?;
-                if !(SOFT_PERCENT_MIN..=SOFT_PERCENT_MAX).contains(&percent) {
-                    return Err(Error::OutOfRange {
-                        arg: "SOFT",
-                        bound: ">= 1 and <= 1000",
-                    });
-                }
-                soft = Some((percent, i + 1));
-                i += 2;
-            } else if is_keyword(word, b"BLOCK") && block.is_none() && i + 1 < args.len() {
-                modes.block_us = Some(args.seconds_as_us(i + 1, "BLOCK")?);
-                block = Some(i + 1);
-                i += 2;
-            } else {
-                return Err(Error::PolicySyntax);
-            }
-        }
-        Ok((limit, modes, soft, block, reset))
-    })?;
-    let (mut limit, mut modes, soft, block, reset) = nominal;
-    // The words as SET takes them back, joined by spaces.
-    let mut canonical: Vec<u8> = Vec::with_capacity(words.iter().map(|w| w.len() + 1).sum());
-    let mut push = |word: &[u8]| {
-        if !canonical.is_empty() {
-            canonical.push(b' ');
-        }
-        canonical.extend_from_slice(word);
-        is_dumpable_word(word)
-    };
-    let mut dumpable = push(kind.name());
-    for word in &words[1..=kind.params()] {
-        dumpable &= push(word);
-    }
-    if modes.shadow {
-        push(b"SHADOW");
-    }
-    if let Some((_, at)) = soft {
-        push(b"SOFT");
-        dumpable &= push(words[at]);
-    }
-    if let Some(at) = block {
-        push(b"BLOCK");
-        dumpable &= push(words[at]);
-    }
-    if !dumpable {
-        return Err(Error::PolicySyntax);
-    }
-    if let Some((percent, _)) = soft {
-        // Scale every count, then parse the scaled limit as its command would.
-        let mut scaled: Vec<Vec<u8>> = words[..=kind.params()].iter().map(|w| w.to_vec()).collect();
-        let mut nominal_limit = None;
-        for &(pos, count) in kind.counts() {
-            let text = std::str::from_utf8(words[1 + pos]).map_err(|_| Error::PolicySyntax)?;
-            let value: i64 = text.parse().map_err(|_| Error::PolicySyntax)?;
-            let (nominal_count, to_param) = match count {
-                Count::Plain => (value, 0),
-                Count::Burst => (value.checked_add(1).ok_or(Error::Overflow)?, 1),
-            };
-            let scaled_count = soft_count(nominal_count, percent).ok_or(Error::Overflow)?;
-            nominal_limit.get_or_insert(nominal_count);
-            scaled[1 + pos] = (scaled_count - to_param).to_string().into_bytes();
-        }
-        let scaled_words: Vec<&[u8]> = scaled.iter().map(Vec::as_slice).collect();
-        limit = parse_words(&scaled_words, origin, |args| kind.parse(args, 1, &Settings))?;
-        modes.nominal_limit = nominal_limit;
-    }
-    Ok(Definition {
-        text: canonical,
-        rule: Ok(Rule { limit, modes }),
-        reset,
-    })
-}
-
-impl Definition {
-    /// An accepted definition this module cannot use, kept as its words
-    /// (`why`: the parse error). `Err(why)` when the words cannot even be
-    /// kept (none, or not dumpable).
-    fn unusable(words: &[&[u8]], why: Error) -> Result<Definition> {
-        if words.is_empty() || !words.iter().all(|w| is_dumpable_word(w)) {
-            return Err(why);
-        }
-        Ok(Definition {
-            text: words.join(&b' '),
-            rule: Err(why),
-            reset: false,
-        })
-    }
-}
-
-/// Parses one `name limit [options]` entry; the name is checked.
-pub(super) fn entry(name: &[u8], words: &[&[u8]], origin: Origin) -> Result<(Vec<u8>, Definition)> {
-    if !is_valid_name(name) {
-        return Err(Error::PolicyName);
-    }
-    let definition = match define(words, origin) {
-        Ok(definition) => definition,
-        // The primary, an AOF or an RDB accepted it: keep it, unusable here,
-        // rather than drop it or refuse the replication stream.
-        Err(why) if !origin.checks_local_bounds() => Definition::unusable(words, why)?,
-        Err(why) => return Err(why),
-    };
-    Ok((name.to_vec(), definition))
+/// `name word word …` per policy, one a line, sorted by name.
+pub(super) fn dump_text(map: &Policies) -> Vec<u8> {
+    definition::dump_text(
+        map.iter()
+            .map(|(name, p)| (name.as_slice(), p.text.as_slice())),
+    )
 }
 
 /// The policy of `definition`, with the statistics of the policy of the same
@@ -210,62 +86,4 @@ pub(super) fn policy_after(d: Definition, previous: Option<&Policy>) -> Arc<Poli
         rule: d.rule,
         stats,
     })
-}
-
-/// The log line for an accepted definition this module cannot use.
-pub(super) fn unusable_message(name: &[u8], definition: &Definition) -> Option<String> {
-    let why = definition.rule.as_ref().err()?;
-    Some(format!(
-        "ratelimit: policy '{}' kept as defined but not usable by this module ({why}): RL.LIMIT and RL.ALL refuse it until RL.POLICY SET redefines it",
-        PolicyName::new(name)
-    ))
-}
-
-/// `ERR line N: …` for an error of line `number` of a `LOAD` text.
-pub(super) fn at_line(number: usize, e: &dyn std::fmt::Display) -> String {
-    let text = e.to_string();
-    let text = text.strip_prefix("ERR ").unwrap_or(&text);
-    format!("ERR line {number}: {text}")
-}
-
-/// One parsed entry of a `LOAD` text: its line number, name, definition.
-pub(super) type Parsed = (usize, Vec<u8>, Definition);
-
-/// Parses a `DUMP` / `LOAD` text: every entry, or the first error with its
-/// line number (`ERR line N: …`). Linear in the text: a hash set finds a
-/// name defined twice.
-pub(super) fn parse_text(text: &[u8], origin: Origin) -> std::result::Result<Vec<Parsed>, String> {
-    // At most one entry a line: sized once, never moved while growing.
-    let most = text.iter().filter(|&&b| b == b'\n').count() + 1;
-    let mut parsed: Vec<Parsed> = Vec::with_capacity(most);
-    let mut seen: HashSet<&[u8]> = HashSet::with_capacity(most);
-    for line in lines(text) {
-        let number = line.number;
-        let (&name, rest) = line
-            .words
-            .split_first()
-            .ok_or_else(|| at_line(number, &"empty"))?;
-        let (name_owned, definition) =
-            entry(name, rest, origin).map_err(|e| at_line(number, &e))?;
-        if !seen.insert(name) {
-            return Err(at_line(
-                number,
-                &format!("policy '{}' is defined twice", PolicyName::new(name)),
-            ));
-        }
-        parsed.push((number, name_owned, definition));
-    }
-    Ok(parsed)
-}
-
-/// `name word word …` per policy, one a line, sorted by name.
-pub(super) fn dump_text(map: &Policies) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, policy) in map {
-        out.extend_from_slice(name);
-        out.push(b' ');
-        out.extend_from_slice(&policy.text);
-        out.push(b'\n');
-    }
-    out
 }

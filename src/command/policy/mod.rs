@@ -24,21 +24,16 @@
 //! come from the master, an AOF or an RDB ([`Origin::Accepted`]) are never
 //! refused for that, nor for this server's own bounds.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::ffi::{c_int, CString};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::args::Settings;
 use super::args::{is_keyword, Args, Origin};
-use super::limiter::{Limit, Modes};
 use super::stats::CommandStats;
 use super::{docs, settings};
-use crate::algorithm::policy::{
-    info_name, is_dumpable_word, is_valid_name, lines, soft_count, SOFT_PERCENT_MAX,
-    SOFT_PERCENT_MIN,
-};
+use crate::algorithm::policy::{info_name, is_valid_name};
 use crate::error::{Error, PolicyName, Result};
-use crate::limit::{variant, Count, Kind};
 use crate::server::info::InfoWriter;
 use crate::server::rdb::{AuxHooks, AuxReader, AuxWriter};
 use crate::server::reply::Reply;
@@ -64,13 +59,7 @@ pub struct Policy {
     pub stats: Arc<CommandStats>,
 }
 
-/// A policy's limit with what the policy adds to it.
-#[derive(Debug, Clone, Copy)]
-pub struct Rule {
-    /// The limit that decides: the nominal one, scaled up by `SOFT`.
-    pub limit: Limit,
-    pub modes: Modes,
-}
+pub use crate::definition::Rule;
 
 type Policies = BTreeMap<Vec<u8>, Arc<Policy>>;
 
