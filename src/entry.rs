@@ -11,8 +11,8 @@ use crate::server::{self, hooks::Hooks};
 
 /// Every server callback's way into the module.
 static HOOKS: Hooks = Hooks {
-    load: command::load,
-    unload: command::unload,
+    load: command::register::load,
+    unload: command::register::unload,
     write_info: command::write_info,
     on_sync: propagate::on_sync,
     on_role_or_load: propagate::on_role_or_load,
