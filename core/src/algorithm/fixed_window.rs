@@ -74,6 +74,7 @@ impl FixedWindow {
     /// let d = fw.decide(None, 5_800_000, 1).unwrap().decision;
     /// assert_eq!((d.limited, d.remaining, d.reset_after_us), (false, 1, 200_000));
     /// ```
+    #[inline]
     pub fn new(limit: i64, window_us: i64) -> Result<Self> {
         check_limit_and_window(limit, window_us)?;
         Ok(Self {

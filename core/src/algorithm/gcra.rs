@@ -57,6 +57,7 @@ impl Gcra {
     /// assert_eq!(gcra.delay_variation_tolerance_us(), 500_000);
     /// assert_eq!(gcra.limit(), 5);
     /// ```
+    #[inline]
     pub fn new(max_burst: i64, tokens_per_period: i64, period_us: i64) -> Result<Self> {
         Self::with_names(
             max_burst,

@@ -42,6 +42,7 @@ impl LeakyBucket {
     /// // The second request starts after the first has drained.
     /// assert_eq!(second.decision.retry_after_us, Some(100_000));
     /// ```
+    #[inline]
     pub fn new(capacity: i64, leak_tokens: i64, leak_period_us: i64) -> Result<Self> {
         let queue = TokenBucket::with_names(
             capacity,

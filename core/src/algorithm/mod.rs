@@ -182,6 +182,7 @@ pub(crate) fn to_i64(v: i128) -> Result<i64> {
 
 /// Validates the `limit window` pair of the window algorithms: `limit` ≥ 1
 /// tokens, `window_us` ≥ 1 µs.
+#[inline]
 pub(crate) fn check_limit_and_window(limit: i64, window_us: i64) -> Result<()> {
     if limit < 1 {
         return Err(Error::OutOfRange {

@@ -56,6 +56,7 @@ pub struct SlidingWindow {
 impl SlidingWindow {
     /// Validates `RL.SLIDINGWINDOW key limit window`: `limit` ≥ 1 tokens in any
     /// sliding window of `window_us` ≥ 1 µs (estimated).
+    #[inline]
     pub fn new(limit: i64, window_us: i64) -> Result<Self> {
         check_limit_and_window(limit, window_us)?;
         Ok(Self { limit, window_us })

@@ -67,6 +67,7 @@ impl TokenBucket {
     /// let first = bucket.decide(None, 0, 1).unwrap().decision;
     /// assert_eq!((first.limited, first.remaining, first.reset_after_us), (false, 4, 100_000));
     /// ```
+    #[inline]
     pub fn new(capacity: i64, refill_tokens: i64, refill_period_us: i64) -> Result<Self> {
         Self::with_names(
             capacity,

@@ -36,7 +36,7 @@ use crate::server::key::{Key, KeyKind};
 use crate::server::string::{Arg, OwnedString};
 use crate::server::{clock_us, Ctx};
 use crate::time::ceil_ms;
-use storage::{plan_buckets, plan_log, plan_string};
+use storage::{plan_log, plan_string, Buckets, Fixed};
 use write::{announce, apply_planned, Effect, Write};
 
 use super::sliding_log::{self as log_glue, ZsetLog};
@@ -294,13 +294,13 @@ fn plan_key<'a>(
     at: &At,
 ) -> Result<(Key<'a>, Planned<'a>)> {
     match limit {
-        Limit::Gcra(a) => plan_string(key, name, a, "RL.GCRA", at),
-        Limit::TokenBucket(a) => plan_string(key, name, a, "RL.TOKENBUCKET", at),
-        Limit::LeakyBucket(a) => plan_string(key, name, a, "RL.LEAKYBUCKET", at),
-        Limit::FixedWindow(a) => plan_string(key, name, a, "RL.FIXEDWINDOW", at),
-        Limit::SlidingWindow(a) => plan_string(key, name, a, "RL.SLIDINGWINDOW", at),
-        Limit::Throttle(a) => plan_string(key, name, a, "CL.THROTTLE", at),
-        Limit::BucketWindow(a) => plan_buckets(key, name, a, at),
+        Limit::Gcra(a) => plan_string(key, name, &Fixed(a), "RL.GCRA", at),
+        Limit::TokenBucket(a) => plan_string(key, name, &Fixed(a), "RL.TOKENBUCKET", at),
+        Limit::LeakyBucket(a) => plan_string(key, name, &Fixed(a), "RL.LEAKYBUCKET", at),
+        Limit::FixedWindow(a) => plan_string(key, name, &Fixed(a), "RL.FIXEDWINDOW", at),
+        Limit::SlidingWindow(a) => plan_string(key, name, &Fixed(a), "RL.SLIDINGWINDOW", at),
+        Limit::Throttle(a) => plan_string(key, name, &Fixed(a), "CL.THROTTLE", at),
+        Limit::BucketWindow(a) => plan_string(key, name, &Buckets(a), "RL.SLIDINGWINDOW", at),
         Limit::SlidingLog(a) => plan_log(ctx, key, name, a, at),
     }
 }

@@ -35,10 +35,220 @@ pub(super) fn string_write(
     }
 }
 
-pub(super) fn plan_string<'a, A: Algorithm>(
+/// A state to write and its expiry (µs); `None`: nothing.
+pub(super) type Written<P> = Option<(P, i64)>;
+
+/// A limiter whose state is one string value (behind its block, if any):
+/// how to read its state, decide, and write.
+pub(super) trait StringState {
+    /// The decoded state.
+    type State;
+    /// A new state as the decision leaves it, until written: the state
+    /// itself when small, else its encoding.
+    type Pending;
+    /// Decodes the bytes after the block; `invalid` for bytes that no
+    /// variant of this command wrote.
+    fn decode(&self, inner: &[u8], invalid: Error) -> Result<Self::State>;
+    /// Decides a take: the decision and, when allowed, the new state with
+    /// its expiry.
+    fn take(
+        &self,
+        state: Option<&Self::State>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<(Decision, Written<Self::Pending>)>;
+    /// Decides a refund: the decision and its write (`Some(None)`: the
+    /// limiter is full again, delete the key).
+    fn refund(
+        &self,
+        state: Option<&Self::State>,
+        now_us: i64,
+        tokens: i64,
+    ) -> Result<(Decision, Option<Written<Self::Pending>>)>;
+    /// The write of a new state, behind a block until `block_until_us`
+    /// when given.
+    fn write_state(
+        block_until_us: Option<i64>,
+        state: &Self::Pending,
+        old_len: Option<usize>,
+        expire_at_us: i64,
+    ) -> Write;
+    /// The write of stored bytes `inner` behind a block (kept as they are).
+    fn write_bytes(
+        block_until_us: Option<i64>,
+        inner: &[u8],
+        old_len: Option<usize>,
+        expire_at_us: i64,
+    ) -> Write;
+}
+
+/// An algorithm whose state fits [`STATE_BUF_LEN`] bytes.
+pub(super) struct Fixed<'l, A>(pub &'l A);
+
+impl<A: Algorithm> StringState for Fixed<'_, A> {
+    type State = A::State;
+    type Pending = A::State;
+
+    #[inline]
+    fn decode(&self, inner: &[u8], invalid: Error) -> Result<A::State> {
+        A::decode(inner).ok_or_else(|| A::mismatch(inner).unwrap_or(invalid))
+    }
+
+    #[inline]
+    fn take(
+        &self,
+        state: Option<&A::State>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<(Decision, Written<A::State>)> {
+        let outcome = self.0.decide(state.copied(), now_us, cost)?;
+        let update = outcome.update.map(|u| (u.state, u.expire_at_us));
+        Ok((outcome.decision, update))
+    }
+
+    #[inline]
+    fn refund(
+        &self,
+        state: Option<&A::State>,
+        now_us: i64,
+        tokens: i64,
+    ) -> Result<(Decision, Option<Written<A::State>>)> {
+        let refunded = self.0.refund(state.copied(), now_us, tokens)?;
+        Ok((refunded.decision, refund_write(refunded.write, |s| s)))
+    }
+
+    #[inline]
+    fn write_state(
+        block_until_us: Option<i64>,
+        state: &A::State,
+        old_len: Option<usize>,
+        expire_at_us: i64,
+    ) -> Write {
+        if block_until_us.is_some() {
+            let mut inner = [0u8; STATE_BUF_LEN];
+            let len = A::encode(state, &mut inner);
+            return string_write(block_until_us, &inner[..len], old_len, expire_at_us);
+        }
+        // Encoded straight into the write's buffer.
+        let mut buf = [0u8; BLOCKED_BUF_LEN];
+        let len = match buf.first_chunk_mut::<STATE_BUF_LEN>() {
+            Some(head) => A::encode(state, head),
+            None => 0,
+        };
+        Write::String {
+            buf,
+            len,
+            old_len,
+            expire_at_ms: ceil_ms(expire_at_us),
+        }
+    }
+
+    #[inline]
+    fn write_bytes(
+        block: Option<i64>,
+        inner: &[u8],
+        old_len: Option<usize>,
+        expire_at_us: i64,
+    ) -> Write {
+        string_write(block, inner, old_len, expire_at_us)
+    }
+}
+
+/// `RL.SLIDINGWINDOW … BUCKETS k`, whose counts are longer than a fixed
+/// buffer.
+pub(super) struct Buckets<'l>(pub &'l BucketWindow);
+
+impl Buckets<'_> {
+    /// Encoded at once: the counts are too large to carry through the plan.
+    fn encode(counts: bucket_window::BucketCounts) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(bucket_window::MAX_STATE_LEN);
+        bucket_window::encode(&counts, &mut bytes);
+        bytes
+    }
+}
+
+impl StringState for Buckets<'_> {
+    type State = bucket_window::BucketCounts;
+    type Pending = Vec<u8>;
+
+    #[inline]
+    fn decode(&self, inner: &[u8], invalid: Error) -> Result<Self::State> {
+        if bucket_window::is_bucket_state(inner) {
+            bucket_window::decode(inner).ok_or(invalid)
+        } else if SlidingWindow::decode(inner).is_some() {
+            Err(Error::BucketsMismatch {
+                stored: "without BUCKETS",
+            })
+        } else {
+            Err(invalid)
+        }
+    }
+
+    #[inline]
+    fn take(
+        &self,
+        state: Option<&Self::State>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<(Decision, Written<Vec<u8>>)> {
+        let outcome = self.0.decide(state, now_us, cost)?;
+        let update = outcome
+            .update
+            .map(|u| (Self::encode(u.state), u.expire_at_us));
+        Ok((outcome.decision, update))
+    }
+
+    #[inline]
+    fn refund(
+        &self,
+        state: Option<&Self::State>,
+        now_us: i64,
+        tokens: i64,
+    ) -> Result<(Decision, Option<Written<Vec<u8>>>)> {
+        let refunded = self.0.refund(state, now_us, tokens)?;
+        Ok((
+            refunded.decision,
+            refund_write(refunded.write, Self::encode),
+        ))
+    }
+
+    #[inline]
+    fn write_state(
+        block: Option<i64>,
+        bytes: &Vec<u8>,
+        old_len: Option<usize>,
+        expire_at_us: i64,
+    ) -> Write {
+        bytes_write(block, bytes, old_len, expire_at_us)
+    }
+
+    #[inline]
+    fn write_bytes(
+        block: Option<i64>,
+        inner: &[u8],
+        old_len: Option<usize>,
+        expire_at_us: i64,
+    ) -> Write {
+        bytes_write(block, inner, old_len, expire_at_us)
+    }
+}
+
+/// A refund's write: `None` when it changes nothing, `Some(None)` to
+/// delete, else the encoded state.
+fn refund_write<S, P>(write: RefundWrite<S>, pending: impl FnOnce(S) -> P) -> Option<Written<P>> {
+    match write {
+        RefundWrite::Nothing => None,
+        RefundWrite::Set(u) => Some(Some((pending(u.state), u.expire_at_us))),
+        RefundWrite::Delete => Some(None),
+    }
+}
+
+/// Plans a limiter whose state is one string: reads it (and its block),
+/// runs the plan, and turns its change into the write.
+pub(super) fn plan_string<'a, L: StringState>(
     key: Key<'a>,
     name: Arg<'a>,
-    algorithm: &A,
+    limiter: &L,
     command: &'static str,
     at: &At,
 ) -> Result<(Key<'a>, Planned<'a>)> {
@@ -53,63 +263,35 @@ pub(super) fn plan_string<'a, A: Algorithm>(
     let state = if stored.is_none() || (blocked_until_us.is_some() && inner_bytes.is_empty()) {
         None
     } else {
-        Some(A::decode(inner_bytes).ok_or_else(|| A::mismatch(inner_bytes).unwrap_or(invalid))?)
+        Some(limiter.decode(inner_bytes, invalid)?)
     };
     let p = plan_change(
         at.options.op,
-        |cost| {
-            let outcome = algorithm.decide(state, now_us, cost)?;
-            Ok((outcome.decision, outcome.update))
-        },
-        |tokens| {
-            let refunded = algorithm.refund(state, now_us, tokens)?;
-            Ok((refunded.decision, refund_write(refunded.write)))
-        },
+        |cost| limiter.take(state.as_ref(), now_us, cost),
+        |tokens| limiter.refund(state.as_ref(), now_us, tokens),
         stored.is_some(),
         blocked_until_us,
         now_us,
         at.block_us(),
     )?;
-    let encode = |s: &A::State| {
-        let mut buf = [0u8; STATE_BUF_LEN];
-        let len = A::encode(s, &mut buf);
-        (buf, len)
-    };
     let write = match p.change {
         Change::Nothing => Write::Nothing,
-        Change::Take(u) => {
-            let (buf, len) = encode(&u.state);
-            string_write(None, &buf[..len], old_len, u.expire_at_us)
+        Change::Take((state, expire_at_us)) => L::write_state(None, &state, old_len, expire_at_us),
+        Change::Refund(Some((state, expire_at_us))) => {
+            L::write_state(p.block_in_force_until_us, &state, old_len, expire_at_us)
         }
-        Change::Refund(RefundWrite::Set(u)) => {
-            let (buf, len) = encode(&u.state);
-            string_write(
-                p.block_in_force_until_us,
-                &buf[..len],
-                old_len,
-                u.expire_at_us,
-            )
-        }
-        Change::Refund(_) => match p.block_in_force_until_us {
+        Change::Refund(None) => match p.block_in_force_until_us {
             None => Write::Delete,
-            Some(until) => string_write(Some(until), b"", old_len, until),
+            Some(until) => L::write_bytes(Some(until), b"", old_len, until),
         },
         Change::Block { until_us } => {
             let current_us = key
                 .abs_expire_ms()?
                 .map_or(0, |ms| ms.saturating_mul(1_000));
-            string_write(Some(until_us), inner_bytes, old_len, current_us)
+            L::write_bytes(Some(until_us), inner_bytes, old_len, current_us)
         }
     };
     Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
-}
-
-/// A refund's write, `None` when it changes nothing.
-pub(super) fn refund_write<S>(write: RefundWrite<S>) -> Option<RefundWrite<S>> {
-    match write {
-        RefundWrite::Nothing => None,
-        w => Some(w),
-    }
 }
 
 /// A bucketed sliding window's value behind a block until `block_until_us`
@@ -136,82 +318,6 @@ pub(super) fn bytes_write(
         old_len,
         expire_at_ms: ceil_ms(expire_at_us),
     }
-}
-
-/// [`plan_string`] for `RL.SLIDINGWINDOW … BUCKETS k`, whose state is longer
-/// than a string state's buffer.
-pub(super) fn plan_buckets<'a>(
-    key: Key<'a>,
-    name: Arg<'a>,
-    window: &BucketWindow,
-    at: &At,
-) -> Result<(Key<'a>, Planned<'a>)> {
-    let now_us = at.now_us;
-    let invalid = Error::InvalidState {
-        command: "RL.SLIDINGWINDOW",
-    };
-    let stored = if at.fresh { None } else { key.string()? };
-    let old_len = stored.map(<[u8]>::len);
-    let (blocked_until_us, inner_bytes) = match stored {
-        None => (None, &[][..]),
-        Some(bytes) => block::split(bytes).ok_or(invalid)?,
-    };
-    let state = if stored.is_none() || (blocked_until_us.is_some() && inner_bytes.is_empty()) {
-        None
-    } else if bucket_window::is_bucket_state(inner_bytes) {
-        Some(bucket_window::decode(inner_bytes).ok_or(invalid)?)
-    } else if SlidingWindow::decode(inner_bytes).is_some() {
-        return Err(Error::BucketsMismatch {
-            stored: "without BUCKETS",
-        });
-    } else {
-        return Err(invalid);
-    };
-    let encode = |s: &bucket_window::BucketCounts| {
-        let mut bytes = Vec::with_capacity(bucket_window::MAX_STATE_LEN);
-        bucket_window::encode(s, &mut bytes);
-        bytes
-    };
-    let p = plan_change(
-        at.options.op,
-        // Encoded at once: the counts are too large to carry through the plan.
-        |cost| {
-            let outcome = window.decide(state.as_ref(), now_us, cost)?;
-            let update = outcome.update.map(|u| (encode(&u.state), u.expire_at_us));
-            Ok((outcome.decision, update))
-        },
-        |tokens| {
-            let refunded = window.refund(state.as_ref(), now_us, tokens)?;
-            let write = match refunded.write {
-                RefundWrite::Nothing => None,
-                RefundWrite::Set(u) => Some(Some((encode(&u.state), u.expire_at_us))),
-                RefundWrite::Delete => Some(None),
-            };
-            Ok((refunded.decision, write))
-        },
-        stored.is_some(),
-        blocked_until_us,
-        now_us,
-        at.block_us(),
-    )?;
-    let write = match p.change {
-        Change::Nothing => Write::Nothing,
-        Change::Take((bytes, expire_at_us)) => bytes_write(None, &bytes, old_len, expire_at_us),
-        Change::Refund(Some((bytes, expire_at_us))) => {
-            bytes_write(p.block_in_force_until_us, &bytes, old_len, expire_at_us)
-        }
-        Change::Refund(None) => match p.block_in_force_until_us {
-            None => Write::Delete,
-            Some(until) => bytes_write(Some(until), b"", old_len, until),
-        },
-        Change::Block { until_us } => {
-            let current_us = key
-                .abs_expire_ms()?
-                .map_or(0, |ms| ms.saturating_mul(1_000));
-            bytes_write(Some(until_us), inner_bytes, old_len, current_us)
-        }
-    };
-    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
 }
 
 pub(super) fn plan_log<'a>(
