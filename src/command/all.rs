@@ -88,13 +88,14 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     if args.len() < 2 + numkeys {
         return Err(Error::LimitCount);
     }
+    // Each key's bytes read once (a server call each), then compared.
+    let mut names: limiter::Few<&[u8]> = limiter::Few::new();
     for i in 0..numkeys {
         let key = args.bytes(2 + i)?;
-        for j in 0..i {
-            if args.bytes(2 + j)? == key {
-                return Err(Error::DuplicateKey);
-            }
+        if names.contains(&key) {
+            return Err(Error::DuplicateKey);
         }
+        names.push(key);
     }
     let mut limits: limiter::Few<(Arg, Limit, limiter::Modes)> =
         limiter::Few::with_capacity(numkeys);
