@@ -187,12 +187,15 @@ pub fn run(ctx: Ctx, argv: &[Arg], spec: &Spec) -> c_int {
             if each.is_empty() {
                 reply::integers(ctx, &[a, b, c, d, e, position])
             } else {
-                let mut values = Vec::with_capacity(6 + 5 * each.len());
-                values.extend_from_slice(&[a, b, c, d, e, position]);
-                for limit in &each {
-                    values.extend_from_slice(&reply_fields(limit, spec.unit));
+                // Each limit's five integers go straight to the reply (no
+                // vector of them all: an allocation per call).
+                if let Some(array) = reply::IntegerArray::start(ctx, 6 + 5 * each.len()) {
+                    array.push_all(&[a, b, c, d, e, position]);
+                    for limit in &each {
+                        array.push_all(&reply_fields(limit, spec.unit));
+                    }
                 }
-                reply::integers(ctx, &values)
+                server::OK
             }
         }
         Err(error) => reply::error(ctx, &error.to_string()),

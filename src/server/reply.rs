@@ -23,6 +23,34 @@ pub fn integers(ctx: Ctx, values: &[i64]) -> c_int {
     OK
 }
 
+/// A reply array of integers being written: [`IntegerArray::start`]
+/// announces its length, the caller then pushes exactly that many.
+pub struct IntegerArray {
+    ctx: Ctx,
+    integer: unsafe extern "C" fn(*mut raw::RedisModuleCtx, std::ffi::c_longlong) -> c_int,
+}
+
+impl IntegerArray {
+    /// Starts an array of `len` integers; `None` (nothing replied) where
+    /// the server lacks the reply functions.
+    pub fn start(ctx: Ctx, len: usize) -> Option<Self> {
+        let array = api_fn!(RedisModule_ReplyWithArray)?;
+        let integer = api_fn!(RedisModule_ReplyWithLongLong)?;
+        // SAFETY: the context of the current command.
+        unsafe { array(ctx.as_ptr(), len as std::ffi::c_long) };
+        Some(Self { ctx, integer })
+    }
+
+    /// Adds `values` to the array.
+    pub fn push_all(&self, values: &[i64]) {
+        for &v in values {
+            // SAFETY: the context of the current command, whose reply array
+            // was announced by `start`.
+            unsafe { (self.integer)(self.ctx.as_ptr(), v) };
+        }
+    }
+}
+
 /// Replies with the error `text` (it starts with its code, e.g. `ERR`).
 pub fn error(ctx: Ctx, text: &str) -> c_int {
     let text = std::ffi::CString::new(text.replace('\0', " ")).unwrap_or_default();
