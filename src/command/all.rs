@@ -97,8 +97,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         }
         names.push(key);
     }
-    let mut limits: limiter::Few<(Arg, Limit, limiter::Modes)> =
-        limiter::Few::with_capacity(numkeys);
+    let mut limits: limiter::Few<(Arg, Limit, limiter::Modes)> = limiter::Few::new();
     // The policies among the limits, for their statistics.
     let mut policies: limiter::Few<(usize, Arc<policy::Policy>)> = limiter::Few::new();
     let mut at = 2 + numkeys;

@@ -41,8 +41,8 @@ use write::{announce, apply_planned, Effect, Write};
 
 use super::sliding_log::{self as log_glue, ZsetLog};
 
-/// The limits of one call, kept inline for up to 4 (no allocation).
-pub type Few<T> = SmallVec<[T; 4]>;
+/// The limits of one call, kept inline for up to 8 (no allocation).
+pub type Few<T> = SmallVec<[T; 8]>;
 
 /// What one limit did in a call: its policy's statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -121,8 +121,8 @@ pub fn run(
 ) -> Result<Answer> {
     check_budget(limits.iter().map(|(_, limit, _)| limit), options.op)?;
     let now_us = clock_us();
-    let mut keys: Few<Key> = Few::with_capacity(limits.len());
-    let mut planned: Few<Planned> = Few::with_capacity(limits.len());
+    let mut keys: Few<Key> = Few::new();
+    let mut planned: Few<Planned> = Few::new();
     for (name, limit, modes) in limits {
         let (key, p) = plan(ctx, *name, limit, modes, now_us, options)?;
         keys.push(key);
@@ -158,7 +158,7 @@ pub fn run(
     }
     // Allowed: every key takes its tokens. Refused: only the refusing
     // limits write (their BLOCK, when asked for).
-    let mut effects: Few<Effect> = Few::with_capacity(planned.len());
+    let mut effects: Few<Effect> = Few::new();
     for (key, p) in keys.iter_mut().zip(&planned) {
         effects.push(if allowed || p.decision.limited {
             apply_planned(ctx, key, p)?
