@@ -31,7 +31,7 @@
 //! current sub-window. If the clock steps back (the newest index lies ahead of
 //! now), the stored sub-windows are counted from the newest one.
 
-use super::{Decision, RefundWrite, Update};
+use super::{Decision, Outcome, RefundWrite, Refunded, Update};
 use crate::error::{Error, Result};
 
 /// The most sub-windows.
@@ -59,20 +59,6 @@ impl BucketCounts {
     fn stored(&self) -> &[u32] {
         &self.counts[..self.len.min(MAX_BUCKETS as usize)]
     }
-}
-
-/// A decision and, for an allowed request or a refund, the state to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BucketOutcome {
-    pub decision: Decision,
-    pub update: Option<Update<BucketCounts>>,
-}
-
-/// A refund's decision and write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BucketRefund {
-    pub decision: Decision,
-    pub write: RefundWrite<BucketCounts>,
 }
 
 /// Parameters, validated. Build with [`BucketWindow::new`].
@@ -245,7 +231,7 @@ impl BucketWindow {
         state: Option<&BucketCounts>,
         now_us: i64,
         cost: i64,
-    ) -> Result<BucketOutcome> {
+    ) -> Result<Outcome<BucketCounts>> {
         let (current, mut view) = self.view(state, now_us)?;
         let k = self.buckets as usize;
         let counted: u64 = view[..k].iter().map(|&c| u64::from(c)).sum();
@@ -253,7 +239,7 @@ impl BucketWindow {
         let cost_u = u64::try_from(cost.max(0)).unwrap_or(u64::MAX);
         if cost > self.limit {
             let empty = self.empty_at(current, &view)?;
-            return Ok(BucketOutcome {
+            return Ok(Outcome {
                 decision: self.decision(true, counted, None, empty, now_us),
                 update: None,
             });
@@ -274,7 +260,7 @@ impl BucketWindow {
                 }
             }
             let empty = self.empty_at(current, &view)?;
-            return Ok(BucketOutcome {
+            return Ok(Outcome {
                 decision: self.decision(false, counted + cost_u, None, empty, now_us),
                 update,
             });
@@ -295,7 +281,7 @@ impl BucketWindow {
                 break;
             }
         }
-        Ok(BucketOutcome {
+        Ok(Outcome {
             decision: self.decision(true, counted, retry_after_us, empty, now_us),
             update: None,
         })
@@ -308,10 +294,10 @@ impl BucketWindow {
         state: Option<&BucketCounts>,
         now_us: i64,
         tokens: i64,
-    ) -> Result<BucketRefund> {
+    ) -> Result<Refunded<BucketCounts>> {
         let Some(s) = state else {
             let d = self.decide(None, now_us, 0)?.decision;
-            return Ok(BucketRefund {
+            return Ok(Refunded {
                 decision: d,
                 write: RefundWrite::Nothing,
             });
@@ -334,7 +320,7 @@ impl BucketWindow {
                     .ok_or(Error::Internal { what: "no count" })?,
             }),
         };
-        Ok(BucketRefund { decision, write })
+        Ok(Refunded { decision, write })
     }
 }
 
