@@ -10,7 +10,7 @@
 //! allows `n` tokens now; then every key takes them, written and propagated
 //! as its own command would. Otherwise nothing is written (but the `BLOCK`
 //! of each refusing limit). The reply is the binding limit's five integers
-//! and its 1-based position (see [`super::limiter::run`]); with `WITHLIMITS`,
+//! and its 1-based position (see [`super::decide::all`]); with `WITHLIMITS`,
 //! followed by every limit's own five integers, in order.
 //!
 //! The keys are declared by a `numkeys` key spec, as `EVAL` and `ZUNION`
@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use super::limiter::{self, Limit};
+use super::decide::{self, Limit};
 use super::{
     args::{is_keyword, Args, Settings},
     docs, policy, Answer, ReplyUnit, Spec,
@@ -89,7 +89,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         return Err(Error::LimitCount);
     }
     // Each key's bytes read once (a server call each), then compared.
-    let mut names: limiter::Few<&[u8]> = limiter::Few::new();
+    let mut names: decide::Few<&[u8]> = decide::Few::new();
     for i in 0..numkeys {
         let key = args.bytes(2 + i)?;
         if names.contains(&key) {
@@ -97,9 +97,9 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         }
         names.push(key);
     }
-    let mut limits: limiter::Few<(Arg, Limit, limiter::Modes)> = limiter::Few::new();
+    let mut limits: decide::Few<(Arg, Limit, decide::Modes)> = decide::Few::new();
     // The policies among the limits, for their statistics.
-    let mut policies: limiter::Few<(usize, Arc<policy::Policy>)> = limiter::Few::new();
+    let mut policies: decide::Few<(usize, Arc<policy::Policy>)> = decide::Few::new();
     let mut at = 2 + numkeys;
     for i in 0..numkeys {
         if at >= args.len() {
@@ -112,7 +112,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
                 return Err(Error::LeakyBucketInAll);
             }
             let limit = kind.parse(args, at + 1, &Settings)?;
-            limits.push((key, limit, limiter::Modes::default()));
+            limits.push((key, limit, decide::Modes::default()));
             at += 1 + kind.params();
         } else if is_keyword(word, b"POLICY") {
             let (found, rule) = policy::find(args.bytes(at + 1).map_err(|_| Error::LimitCount)?)?;
@@ -139,8 +139,8 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             1
         }))
     })?;
-    let mut tallies = limiter::Few::new();
-    let mut answer = limiter::run(ctx, &limits, &options, &mut tallies)?;
+    let mut tallies = decide::Few::new();
+    let mut answer = decide::all(ctx, &limits, &options, &mut tallies)?;
     if with_limits {
         answer.each = tallies.iter().filter_map(|t| t.decision).collect();
     }

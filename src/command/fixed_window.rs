@@ -8,7 +8,7 @@
 
 use crate::server::Ctx;
 
-use super::limiter;
+use super::decide;
 use super::{
     args::{is_keyword, Args, Settings},
     docs, Answer, ReplyUnit, Spec,
@@ -80,5 +80,5 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         (Limit::FixedWindow(fw), Some(Align::First)) => Limit::FixedWindow(fw.aligned_first()),
         (limit, _) => limit,
     };
-    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
+    decide::one(ctx, args.arg(1)?, &limit, &options)
 }

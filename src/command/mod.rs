@@ -10,14 +10,14 @@ pub mod all;
 pub mod args;
 #[cfg(debug_assertions)]
 pub mod debug;
+pub mod decide;
 pub mod docs;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
-pub mod limit;
-pub mod limiter;
 pub mod policy;
 pub mod policy_aof;
+pub mod policy_limit;
 pub mod propagate;
 pub mod register;
 pub mod settings;
@@ -123,10 +123,10 @@ impl Answer {
         decision: Decision,
         position: Option<i64>,
         blocked: bool,
-        options: &limiter::Options,
+        options: &decide::Options,
     ) -> Self {
         let taken = match options.op {
-            limiter::Op::Take(n) if !decision.limited && !options.peek => n,
+            decide::Op::Take(n) if !decision.limited && !options.peek => n,
             _ => 0,
         };
         Self {
@@ -147,7 +147,7 @@ impl Answer {
 pub fn run_kind(ctx: Ctx, args: &Args, kind: Kind) -> Result<Answer> {
     let limit = kind.parse(args, 2, &args::Settings)?;
     let options = args.options(2 + kind.params())?;
-    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
+    decide::one(ctx, args.arg(1)?, &limit, &options)
 }
 
 /// Every command call, after [`registry::dispatch`] wrapped it: arity, the
@@ -226,7 +226,7 @@ entry_point!(rl_slidingwindow, sliding_window::SPEC);
 entry_point!(rl_slidinglog, sliding_log::SPEC);
 entry_point!(rl_leakybucket, leaky_bucket::SPEC);
 entry_point!(rl_all, all::SPEC);
-entry_point!(rl_limit, limit::SPEC);
+entry_point!(rl_limit, policy_limit::SPEC);
 entry_point!(rl_policy_off, policy::OFF_SPEC);
 
 /// The entry point of `RL.POLICY`'s subcommand `$i` (in
@@ -298,7 +298,7 @@ const COMMANDS: [(&Spec, EntryPoint); 9] = [
     (&sliding_log::SPEC, rl_slidinglog),
     (&leaky_bucket::SPEC, rl_leakybucket),
     (&all::SPEC, rl_all),
-    (&limit::SPEC, rl_limit),
+    (&policy_limit::SPEC, rl_limit),
 ];
 
 /// Debug builds also have `RL.DEBUGPANIC` (see [`debug`]); release builds none.

@@ -16,7 +16,7 @@
 //!   being `TOKENS`/`REFUND` up to `limit`), 1 to
 //!   [`SLIDING_LOG_CALL_BUDGET_MAX`], default
 //!   [`SLIDING_LOG_CALL_BUDGET_DEFAULT`]. Checked before any key is opened
-//!   (see `command::limiter::check_budget`).
+//!   (see `command::decide::check_budget`).
 //!
 //! * `policies yes|no|unloadable` (default `yes`, see [`PoliciesMode`]):
 //!   server-side policies (`RL.POLICY`, `RL.LIMIT`). They are saved in RDB
@@ -210,7 +210,7 @@ fn parse_call_budget(value: Option<&Arg>) -> Result<i64, String> {
 }
 
 /// The most sliding-log entries one call may touch now (see
-/// `command::limiter::check_budget`).
+/// `command::decide::check_budget`).
 pub fn sliding_log_call_budget() -> i64 {
     SLIDING_LOG_CALL_BUDGET.load(Ordering::Relaxed)
 }

@@ -9,7 +9,7 @@
 
 use crate::server::Ctx;
 
-use super::limiter;
+use super::decide;
 use super::{
     args::{is_keyword, Args, Settings},
     docs, Answer, ReplyUnit, Spec,
@@ -76,5 +76,5 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         }
         None => limit,
     };
-    limiter::run_one(ctx, args.arg(1)?, &limit, &options)
+    decide::one(ctx, args.arg(1)?, &limit, &options)
 }

@@ -8,7 +8,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::limiter::Tally;
+use super::decide::Tally;
 use super::Answer;
 use crate::server::info::InfoWriter;
 

@@ -18,7 +18,7 @@
 
 use crate::server::Ctx;
 
-use super::limiter::{self, Limit, Op, Options};
+use super::decide::{self, Limit, Op, Options};
 use super::{args::Args, docs, Answer, ReplyUnit, Spec};
 pub use crate::algorithm::cell::CellGcra;
 use crate::error::Result;
@@ -71,5 +71,5 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         op: Op::Take(quantity),
         ..Options::default()
     };
-    limiter::run_one(ctx, args.arg(1)?, &Limit::Throttle(cell), &options)
+    decide::one(ctx, args.arg(1)?, &Limit::Throttle(cell), &options)
 }

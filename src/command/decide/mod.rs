@@ -80,13 +80,13 @@ struct Planned<'a> {
 }
 
 /// Decides one limiter: the whole life of a single command's call (as
-/// [`run`] with one limit, without its allocations).
-pub fn run_one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Answer> {
-    run_rule(ctx, name, limit, &Modes::default(), options)
+/// [`all`] with one limit, without its allocations).
+pub fn one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Answer> {
+    rule(ctx, name, limit, &Modes::default(), options)
 }
 
-/// [`run_one`] for a limit with a policy's [`Modes`] (`RL.LIMIT`).
-pub fn run_rule(
+/// [`one`] for a limit with a policy's [`Modes`] (`RL.LIMIT`).
+pub fn rule(
     ctx: Ctx,
     name: Arg,
     limit: &Limit,
@@ -113,7 +113,7 @@ pub fn run_rule(
 /// binding limit's decision and its 0-based position: when limited, the
 /// refusing limit with the longest `retry_after` ("never" counts longest);
 /// otherwise the one with the fewest `remaining` (the first on ties).
-pub fn run(
+pub fn all(
     ctx: Ctx,
     limits: &[(Arg, Limit, Modes)],
     options: &Options,

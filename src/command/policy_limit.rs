@@ -6,7 +6,7 @@
 //! from their next call. Counted in the command's and the policy's
 //! statistics.
 
-use super::limiter;
+use super::decide;
 use super::{args::Args, docs, policy, Answer, ReplyUnit, Spec};
 use crate::error::{Error, Result};
 use crate::server::Ctx;
@@ -49,7 +49,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     if options.block_us.is_some() {
         return Err(Error::LimitSyntax);
     }
-    let answer = limiter::run_rule(ctx, args.arg(1)?, &rule.limit, &rule.modes, &options)?;
+    let answer = decide::rule(ctx, args.arg(1)?, &rule.limit, &rule.modes, &options)?;
     found.stats.record(&answer);
     Ok(answer)
 }
