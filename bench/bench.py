@@ -588,11 +588,29 @@ module can remove. Release build, 2026-11-24, instructions per call:
 | `RL.LEAKYBUCKET` | 5,868 | 2,206 | 3,538 | 8,597 | 2,291 | 6,123 |
 | `RL.ALL` (GCRA + FIXEDWINDOW) | 10,939 | 4,083 | 6,690 | 16,835 | 4,312 | 12,294 |
 
-Measured again after issue 22 and `RL.ALL … WITHLIMITS` (2026-11-25, main
-run): `RL.GCRA` 5,533 instructions in `call()`, 1,639 of them the module's
-own (+106); `RL.ALL` 11,384, 4,402 of them the module's own (+319: the
-call-budget check, the policy-mode plumbing, the per-limit decisions kept
-for `WITHLIMITS`). The table above is the earlier run.
+Measured again after issue 25 (the core crate, one plan, the grammar in the
+core) against the module as it was before it (`7a97ce0`, after issue 22 and
+`RL.ALL … WITHLIMITS`), both release builds, 2026-11-25, instructions per
+call (module's own code; `call()`: the command with its propagation and
+statistics):
+
+| command | own code before | after | `call()` before | after |
+|---|---:|---:|---:|---:|
+| `RL.GCRA` | 1,639 | 1,625 | 5,549 | 5,519 |
+| `RL.TOKENBUCKET` | 1,991 | 1,938 | 5,632 | 5,562 |
+| `CL.THROTTLE` | 1,935 | 1,910 | 5,285 | 5,257 |
+| `RL.FIXEDWINDOW` | 1,822 | 1,812 | 5,876 | 5,839 |
+| `RL.SLIDINGWINDOW` | 1,994 | 1,993 | 6,065 | 6,027 |
+| `RL.SLIDINGWINDOW … BUCKETS 10` | 2,227 | 2,274 | 7,281 | 7,161 |
+| `RL.SLIDINGLOG` (limit 10) | 1,740 | 1,770 | 19,358 | 19,388 |
+| `RL.LEAKYBUCKET` | 1,992 | 1,963 | 5,320 | 5,277 |
+| `RL.ALL` (GCRA + FIXEDWINDOW) | 4,396 | 4,272 | 11,371 | 10,966 |
+| `RL.ALL` (5 × FIXEDWINDOW, `WITHLIMITS`) | 11,786 | 10,553 | 33,856 | 30,514 |
+
+Two rows are a little up in the module's own code: a bucketed window (+47:
+the core's decode is no longer inlined into the plan across the crate
+boundary, though its `call()` is 120 lower) and the sliding log (+30 of
+19,388, 0.15%). The first table is the earlier run (2026-11-24).
 
 The server APIs of one write (`RL.GCRA`): open the key ~990 (two hash
 lookups: the key, and its expiry, which the server checks at every lookup),

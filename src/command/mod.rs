@@ -144,6 +144,7 @@ impl Answer {
 /// The handler of a command that is one limit of the grammar followed by
 /// the common options (`RL.GCRA`, `RL.TOKENBUCKET`, `RL.LEAKYBUCKET`,
 /// `RL.SLIDINGLOG`): `key <kind's parameters> [options]`.
+#[inline(always)] // each command its own copy, its kind a constant
 pub fn run_kind(ctx: Ctx, args: &Args, kind: Kind) -> Result<Answer> {
     let limit = kind.parse(args, 2, &args::Settings)?;
     let options = args.options(2 + kind.params())?;
