@@ -122,18 +122,7 @@ pub fn extend(
 mod tests {
     use super::*;
 
-    const S: i64 = 1_000_000;
-    const T0: i64 = 1_763_700_000 * S;
-
-    fn decision(limited: bool, remaining: i64, retry: Option<i64>, reset: i64) -> Decision {
-        Decision {
-            limited,
-            limit: 5,
-            remaining,
-            retry_after_us: retry,
-            reset_after_us: reset,
-        }
-    }
+    use crate::algorithm::table::{decision, S, T0};
 
     #[test]
     fn a_blocked_state_round_trips_and_old_states_read_unchanged() {

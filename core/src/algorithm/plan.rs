@@ -159,18 +159,7 @@ mod tests {
     use super::*;
     use crate::error::Error;
 
-    const S: i64 = 1_000_000;
-    const NOW: i64 = 1_763_700_000 * S;
-
-    fn d(limited: bool, remaining: i64, retry: Option<i64>, reset: i64) -> Decision {
-        Decision {
-            limited,
-            limit: 5,
-            remaining,
-            retry_after_us: retry,
-            reset_after_us: reset,
-        }
-    }
+    use crate::algorithm::table::{decision as d, S, T0 as NOW};
 
     type P = Plan<&'static str, &'static str>;
 

@@ -53,3 +53,15 @@ pub fn run<A: Algorithm>(algorithm: &A, cases: &[Case]) -> Option<A::State> {
     }
     state
 }
+
+/// A decision of a limit of 5: `(limited, remaining, retry_after_us,
+/// reset_after_us)`.
+pub fn decision(limited: bool, remaining: i64, retry: Option<i64>, reset: i64) -> super::Decision {
+    super::Decision {
+        limited,
+        limit: 5,
+        remaining,
+        retry_after_us: retry,
+        reset_after_us: reset,
+    }
+}
