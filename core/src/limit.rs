@@ -325,7 +325,7 @@ impl Kind {
     /// Parses and validates this limit's parameters starting at argument
     /// `at`; a sliding log's limit also against `bounds` where the
     /// arguments' origin checks them.
-    #[inline]
+    #[inline(always)] // a command's kind is a constant: its match folds away
     pub fn parse<'a, W: Word<'a>>(
         self,
         args: &Args<'a, W>,

@@ -160,6 +160,7 @@ pub(super) struct Buckets<'l>(pub &'l BucketWindow);
 
 impl Buckets<'_> {
     /// Encoded at once: the counts are too large to carry through the plan.
+    #[inline]
     fn encode(counts: bucket_window::BucketCounts) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(bucket_window::MAX_STATE_LEN);
         bucket_window::encode(&counts, &mut bytes);
