@@ -139,15 +139,15 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             1
         }))
     })?;
-    let mut tallies = decide::Few::new();
-    let mut answer = decide::all(ctx, &limits, &options, &mut tallies)?;
+    let mut planned = decide::Few::new();
+    let mut answer = decide::all(ctx, &limits, &options, &mut planned)?;
     if with_limits {
-        answer.each = tallies.iter().filter_map(|t| t.decision).collect();
+        answer.each = planned.iter().map(|p| p.decision).collect();
     }
     let allowed = !answer.decision.limited && !options.peek;
     for (i, found) in &policies {
-        if let Some(tally) = tallies.get(*i) {
-            found.stats.record_limit(tally, allowed, answer.taken);
+        if let Some(p) = planned.get(*i) {
+            found.stats.record_limit(p, allowed, answer.taken);
         }
     }
     Ok(answer)

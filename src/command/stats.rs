@@ -8,7 +8,7 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::decide::Tally;
+use super::decide::Planned;
 use super::Answer;
 use crate::server::info::InfoWriter;
 
@@ -70,20 +70,20 @@ impl CommandStats {
     /// call allowed (it took `taken` tokens), or refused by this limit; a
     /// call refused by another limit only counts here as `shadow_limited`
     /// when this limit is a shadow that would have refused it too.
-    pub fn record_limit(&self, tally: &Tally, call_allowed: bool, taken: i64) {
+    pub fn record_limit(&self, limit: &Planned, call_allowed: bool, taken: i64) {
         if call_allowed {
             self.allowed.fetch_add(1, Ordering::Relaxed);
             // A shadow limit that would have refused took nothing.
-            if !tally.shadow_limited {
+            if !limit.shadow_limited {
                 let taken = u64::try_from(taken).unwrap_or(0);
                 self.tokens.fetch_add(taken, Ordering::Relaxed);
             }
-        } else if tally.limited {
+        } else if limit.decision.limited {
             self.limited.fetch_add(1, Ordering::Relaxed);
-            Self::count(&self.blocked, tally.blocked);
+            Self::count(&self.blocked, limit.blocked);
         }
-        Self::count(&self.shadow_limited, tally.shadow_limited);
-        Self::count(&self.soft_over, tally.soft_over);
+        Self::count(&self.shadow_limited, limit.shadow_limited);
+        Self::count(&self.soft_over, call_allowed && limit.soft_over);
     }
 
     /// Zeroes every counter (`RL.POLICY RESETSTATS`).

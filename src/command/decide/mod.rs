@@ -44,32 +44,21 @@ use super::sliding_log::{self as log_glue, ZsetLog};
 /// The limits of one call, kept inline for up to 8 (no allocation).
 pub type Few<T> = SmallVec<[T; 8]>;
 
-/// What one limit did in a call: its policy's statistics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tally {
-    /// This limit refused the call.
-    pub limited: bool,
-    /// … because of a block in force.
-    pub blocked: bool,
-    /// A `SHADOW` limit would have refused it.
-    pub shadow_limited: bool,
-    /// A `SOFT` limit admitted it beyond the nominal limit.
-    pub soft_over: bool,
-    /// This limit's own decision (as replied: after `SOFT` and `SHADOW`).
-    pub decision: Option<Decision>,
-}
-
-/// One limiter of a call, planned (its key, open, is kept apart).
-struct Planned<'a> {
+/// One limiter of a call, planned (its key, open, is kept apart): what it
+/// decided, what it writes; `RL.ALL` reads its decision (`WITHLIMITS`) and
+/// its policy's statistics from it.
+pub struct Planned<'a> {
     name: Arg<'a>,
     /// The decision as replied (after `SOFT` and `SHADOW`).
-    decision: Decision,
+    pub decision: Decision,
     /// Refused by a block in force.
-    blocked: bool,
+    pub blocked: bool,
     /// A `SHADOW` limit (it never refuses, nor binds in `RL.ALL`).
     shadow: bool,
-    shadow_limited: bool,
-    soft_over: bool,
+    /// A `SHADOW` limit that would have refused the call.
+    pub shadow_limited: bool,
+    /// A `SOFT` limit that admits it beyond its nominal limit.
+    pub soft_over: bool,
     /// What the call writes to this key when it is applied: the new state of
     /// an allowed request or a refund, or, when this limit refuses, the
     /// block `BLOCK` asked for (the two never both exist).
@@ -113,16 +102,17 @@ pub fn rule(
 /// binding limit's decision and its 0-based position: when limited, the
 /// refusing limit with the longest `retry_after` ("never" counts longest);
 /// otherwise the one with the fewest `remaining` (the first on ties).
-pub fn all(
+/// `planned` is left with each limit's plan, in order.
+pub fn all<'a>(
     ctx: Ctx,
-    limits: &[(Arg, Limit, Modes)],
+    limits: &[(Arg<'a>, Limit, Modes)],
     options: &Options,
-    tallies: &mut Few<Tally>,
+    planned: &mut Few<Planned<'a>>,
 ) -> Result<Answer> {
     check_budget(limits.iter().map(|(_, limit, _)| limit), options.op)?;
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
-    let mut planned: Few<Planned> = Few::new();
+    planned.clear();
     for (name, limit, modes) in limits {
         let (key, p) = plan(ctx, *name, limit, modes, now_us, options)?;
         keys.push(key);
@@ -145,21 +135,13 @@ pub fn all(
     let mut answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
     answer.shadow_limited = planned.iter().any(|p| p.shadow_limited);
     answer.soft_over = allowed && !options.peek && planned.iter().any(|p| p.soft_over);
-    tallies.clear();
-    tallies.extend(planned.iter().map(|p| Tally {
-        limited: p.decision.limited,
-        blocked: p.blocked,
-        shadow_limited: p.shadow_limited,
-        soft_over: allowed && !options.peek && p.soft_over,
-        decision: Some(p.decision),
-    }));
     if options.peek {
         return Ok(answer);
     }
     // Allowed: every key takes its tokens. Refused: only the refusing
     // limits write (their BLOCK, when asked for).
     let mut effects: Few<Effect> = Few::new();
-    for (key, p) in keys.iter_mut().zip(&planned) {
+    for (key, p) in keys.iter_mut().zip(planned.iter()) {
         effects.push(if allowed || p.decision.limited {
             apply_planned(ctx, key, p)?
         } else {
