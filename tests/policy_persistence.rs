@@ -20,6 +20,15 @@ fn dump(con: &mut redis::Connection) -> String {
     query(con, &["RL.POLICY", "DUMP"]).unwrap()
 }
 
+/// Stops `server` without a final save, starts a server on its files with
+/// `config`, and returns that server's policies (`RL.POLICY DUMP`).
+fn policies_after_restart(server: Server, con: redis::Connection, config: &[&str]) -> String {
+    drop(con);
+    let dir = server.shutdown("NOSAVE");
+    let restarted = Server::start_in(dir, config);
+    let mut con = restarted.connect();
+    dump(&mut con)
+}
 fn aof_config(preamble: &'static str) -> Vec<&'static str> {
     vec![
         "--save",
@@ -104,12 +113,8 @@ fn rewrite_with_changes_then_restart(preamble: &'static str) {
     );
     let expected = dump(&mut con);
     assert!(expected.contains("free GCRA 4 5 1\n"), "{expected}");
-    drop(con);
-    let dir = server.shutdown("NOSAVE");
-    let restarted = Server::start_in(dir, &config);
-    let mut con = restarted.connect();
     assert_eq!(
-        dump(&mut con),
+        policies_after_restart(server, con, &config),
         expected,
         "AOF restart after a rewrite with aof-use-rdb-preamble {preamble}"
     );
@@ -148,11 +153,10 @@ fn policies_survive_config_set_appendonly_yes_then_a_restart() {
         info_field(&mut con, "persistence", "aof_enabled") == "1" && rewrite_done(&mut con)
     });
     let expected = dump(&mut con);
-    drop(con);
-    let dir = server.shutdown("NOSAVE");
-    let restarted = Server::start_in(dir, &aof_config("no"));
-    let mut con = restarted.connect();
-    assert_eq!(dump(&mut con), expected);
+    assert_eq!(
+        policies_after_restart(server, con, &aof_config("no")),
+        expected
+    );
 }
 
 #[test]
@@ -195,11 +199,7 @@ fn a_rewrite_while_writes_are_paused_keeps_the_server_up_and_the_policies() {
         aof.contains("rl.policy")
     });
     let expected = dump(&mut con);
-    drop(con);
-    let dir = server.shutdown("NOSAVE");
-    let restarted = Server::start_in(dir, &config);
-    let mut con = restarted.connect();
-    assert_eq!(dump(&mut con), expected);
+    assert_eq!(policies_after_restart(server, con, &config), expected);
 }
 
 #[test]
@@ -274,11 +274,7 @@ fn a_policies_no_server_starts_on_an_rdb_with_policies_and_saves_them_again() {
     // They are saved again, and served by a server with `policies yes`.
     std::fs::remove_file(off.dir.path().join("dump.rdb")).unwrap();
     ok(&mut con, &["SAVE"]);
-    drop(con);
-    let dir = off.shutdown("NOSAVE");
-    let on = Server::start_in(dir, &RDB);
-    let mut con = on.connect();
-    assert_eq!(dump(&mut con), expected);
+    assert_eq!(policies_after_restart(off, con, &RDB), expected);
 }
 
 #[test]
@@ -314,11 +310,7 @@ fn a_policies_no_replica_full_syncs_from_a_master_with_policies_and_carries_them
     let _: () = query(&mut r, &["REPLICAOF", "NO", "ONE"]).unwrap();
     assert_policies_off(&mut r);
     ok(&mut r, &["SAVE"]);
-    drop(r);
-    let dir = replica.shutdown("NOSAVE");
-    let on = Server::start_in(dir, &RDB);
-    let mut con = on.connect();
-    assert_eq!(dump(&mut con), expected);
+    assert_eq!(policies_after_restart(replica, r, &RDB), expected);
 }
 
 #[test]
@@ -339,11 +331,7 @@ fn a_policies_no_server_applies_policy_commands_of_its_aof() {
     assert_eq!(info_field(&mut con, "ratelimit", "ratelimit_policies"), "2");
     let _: String = query(&mut con, &["BGREWRITEAOF"]).unwrap();
     wait_rewrite_done(&mut con);
-    drop(con);
-    let dir = off.shutdown("NOSAVE");
-    let on = Server::start_in(dir, &with_preamble);
-    let mut con = on.connect();
-    assert_eq!(dump(&mut con), expected);
+    assert_eq!(policies_after_restart(off, con, &with_preamble), expected);
 }
 
 #[test]
