@@ -325,6 +325,12 @@ impl Kind {
     /// Parses and validates this limit's parameters starting at argument
     /// `at`; a sliding log's limit also against `bounds` where the
     /// arguments' origin checks them.
+    ///
+    /// Errors: [`Error::NotAnInteger`], [`Error::NotAFloat`] or
+    /// [`Error::BadPeriod`] naming the parameter; the algorithm's own
+    /// (`new`: [`Error::OutOfRange`], [`Error::RateTooHigh`],
+    /// [`Error::RefillTooLong`], [`Error::Overflow`]); for a sliding log,
+    /// [`Error::LimitAboveSetting`] and [`Error::OverBudget`].
     #[inline(always)] // a command's kind is a constant: its match folds away
     pub fn parse<'a, W: Word<'a>>(
         self,

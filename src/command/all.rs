@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use super::decide::{self, Limit};
 use super::{
-    args::{is_keyword, Args, Settings},
+    args::{is_keyword, Args, SettingsBounds},
     docs, policy, Answer, ReplyUnit, Spec,
 };
 use crate::error::{Error, Result};
@@ -111,7 +111,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             if kind == Kind::LeakyBucket {
                 return Err(Error::LeakyBucketInAll);
             }
-            let limit = kind.parse(args, at + 1, &Settings)?;
+            let limit = kind.parse(args, at + 1, &SettingsBounds)?;
             limits.push((key, limit, decide::Modes::default()));
             at += 1 + kind.params();
         } else if is_keyword(word, b"POLICY") {

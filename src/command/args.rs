@@ -31,9 +31,9 @@ impl<'a> Word<'a> for Arg<'a> {
 }
 
 /// This server's settings as the grammar's bounds.
-pub struct Settings;
+pub struct SettingsBounds;
 
-impl LocalBounds for Settings {
+impl LocalBounds for SettingsBounds {
     #[inline]
     fn sliding_log_max_limit(&self) -> i64 {
         settings::sliding_log_max_limit()

@@ -10,7 +10,7 @@ use crate::server::Ctx;
 
 use super::decide;
 use super::{
-    args::{is_keyword, Args, Settings},
+    args::{is_keyword, Args, SettingsBounds},
     docs, Answer, ReplyUnit, Spec,
 };
 use crate::algorithm::fixed_window::Align;
@@ -55,7 +55,7 @@ static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let kind = Kind::FixedWindow;
-    let limit = kind.parse(args, 2, &Settings)?;
+    let limit = kind.parse(args, 2, &SettingsBounds)?;
     let mut align = None;
     let options = args
         .options_with(2 + kind.params(), |word, i| {

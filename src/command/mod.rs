@@ -146,7 +146,7 @@ impl Answer {
 /// `RL.SLIDINGLOG`): `key <kind's parameters> [options]`.
 #[inline(always)] // each command its own copy, its kind a constant
 pub fn run_kind(ctx: Ctx, args: &Args, kind: Kind) -> Result<Answer> {
-    let limit = kind.parse(args, 2, &args::Settings)?;
+    let limit = kind.parse(args, 2, &args::SettingsBounds)?;
     let options = args.options(2 + kind.params())?;
     decide::one(ctx, args.arg(1)?, &limit, &options)
 }

@@ -11,7 +11,7 @@ use crate::server::Ctx;
 
 use super::decide;
 use super::{
-    args::{is_keyword, Args, Settings},
+    args::{is_keyword, Args, SettingsBounds},
     docs, Answer, ReplyUnit, Spec,
 };
 use crate::algorithm::bucket_window::BucketWindow;
@@ -54,7 +54,7 @@ static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let kind = Kind::SlidingWindow;
-    let limit = kind.parse(args, 2, &Settings)?;
+    let limit = kind.parse(args, 2, &SettingsBounds)?;
     let mut buckets = None;
     let options = args
         .options_with(2 + kind.params(), |word, i| {

@@ -12,7 +12,7 @@
 //! (they are decimal digits and colons), so a state written before blocks
 //! existed reads the same, and a blocked state is never read as another one.
 //!
-//! Rules ([`apply`]):
+//! Rules (applied by [`crate::algorithm::plan::plan`]):
 //! * while `now < blocked_until`, every request is limited with `remaining` 0
 //!   and `retry_after` at least the time left in the block (longer when the
 //!   limiter would still refuse then);

@@ -99,7 +99,7 @@ pub fn rule(
 
 /// Decides every `(key, limit)` at once (the keys are distinct): allowed only
 /// if every limit allows; then every key takes the tokens. Returns the
-/// binding limit's decision and its 0-based position: when limited, the
+/// binding limit's decision and its 1-based position (`Answer::position`): when limited, the
 /// refusing limit with the longest `retry_after` ("never" counts longest);
 /// otherwise the one with the fewest `remaining` (the first on ties).
 /// `planned` is left with each limit's plan, in order.

@@ -129,7 +129,9 @@ impl<A: Algorithm> StringState for Fixed<'_, A> {
             let len = A::encode(state, &mut inner);
             return string_write(block_until_us, &inner[..len], old_len, expire_at_us);
         }
-        // Encoded straight into the write's buffer.
+        // Encoded straight into the write's buffer, whose head always
+        // holds a state (so the `None` arm below is never taken).
+        const _: () = assert!(BLOCKED_BUF_LEN >= STATE_BUF_LEN);
         let mut buf = [0u8; BLOCKED_BUF_LEN];
         let len = match buf.first_chunk_mut::<STATE_BUF_LEN>() {
             Some(head) => A::encode(state, head),
@@ -306,9 +308,10 @@ pub(super) fn bytes_write(
     let mut value = Vec::with_capacity(inner.len() + 24);
     let expire_at_us = match block_until_us {
         Some(until) => {
-            value.push(block::PREFIX);
-            value.extend_from_slice(until.to_string().as_bytes());
-            value.push(b';');
+            // The block's prefix, as every string state writes it.
+            let mut prefix = [0u8; BLOCKED_BUF_LEN];
+            let len = block::encode(until, b"", &mut prefix);
+            value.extend_from_slice(&prefix[..len]);
             expire_at_us.max(until)
         }
         None => expire_at_us,

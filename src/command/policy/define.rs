@@ -43,12 +43,12 @@ impl ReadWords for ServerWords {
 
 /// Parses one `name limit [options]` entry ([`definition::entry`]).
 pub(super) fn entry(name: &[u8], words: &[&[u8]], origin: Origin) -> Result<(Vec<u8>, Definition)> {
-    definition::entry(name, words, origin, &ServerWords, &Settings)
+    definition::entry(name, words, origin, &ServerWords, &SettingsBounds)
 }
 
 /// Parses a `DUMP` / `LOAD` text ([`definition::parse_text`]).
 pub(super) fn parse_text(text: &[u8], origin: Origin) -> std::result::Result<Vec<Parsed>, String> {
-    definition::parse_text(text, origin, &ServerWords, &Settings)
+    definition::parse_text(text, origin, &ServerWords, &SettingsBounds)
 }
 
 /// Refuses a client's definition that changes the variant of `old` without

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::ffi::{c_int, CString};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::args::Settings;
+use super::args::SettingsBounds;
 use super::args::{is_keyword, Args, Origin};
 use super::stats::CommandStats;
 use super::{docs, settings};
