@@ -96,9 +96,10 @@ test-packages: dist deb ## Install the .deb, load the module from its installed 
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*' -- --ignored
 
-test-unit: setup ## Only the unit and property tests (no server needed): the core crate's, then the module's
+test-unit: setup ## Only the unit and property tests (no server needed): the core crate's, the module's and rls/'s
 	$(CARGO) test -p ratelimit-core
 	$(CARGO) test --lib
+	$(CARGO) test -p ratelimit-rls --lib
 
 test-integration: build-debug ## Only the integration tests against a real redis-server
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*'

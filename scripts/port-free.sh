@@ -16,10 +16,12 @@ arg=${1:?usage: port-free.sh PORT | --pick}
 # bash's /dev/tcp connects only if something listens there.
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# What holds port $1, in words; sets $hint when the holder is Debian's service.
+# Sets $holder to what holds port $1, in words, and $hint to what to do when
+# it is Debian's service (called without a subshell, so both stay set).
 hint=""
 describe() {
-  local port=$1 info exe conf pid version holder=""
+  local port=$1 info exe conf pid version
+  holder=""
   if command -v redis-cli >/dev/null 2>&1; then
     info="$(timeout 2 redis-cli -h 127.0.0.1 -p "$port" INFO server 2>/dev/null | tr -d '\r')"
     if [[ "$info" == *"redis_version:"* || "$info" == *"valkey_version:"* ]]; then
@@ -37,12 +39,12 @@ describe() {
       fi
     fi
   fi
-  echo "${holder:-another program}"
+  holder="${holder:-another program}"
 }
 
 if [ "$arg" = --pick ]; then
   if ! listening 6379; then echo 6379; exit 0; fi
-  holder="$(describe 6379)"
+  describe 6379
   for port in $(seq 6380 6399); do
     if ! listening "$port"; then
       echo "make run: 127.0.0.1:6379 is taken by $holder; using 127.0.0.1:$port instead." >&2
@@ -51,7 +53,7 @@ if [ "$arg" = --pick ]; then
     fi
   done
   echo "make run: 127.0.0.1:6379 is taken by $holder, and so is every port from 6380 to 6399." >&2
-  echo "make run: not starting a server: choose a free port, e.g. 'make run PORT=16379' (then 'redis-cli -p 16379')." >&2
+  echo "make run: not starting a server: ${hint:+$hint }choose a free port, e.g. 'make run PORT=16379' (then 'redis-cli -p 16379')." >&2
   exit 1
 fi
 
@@ -60,9 +62,7 @@ case "$port" in
   '' | *[!0-9]*) echo "make run: PORT must be a number, not '$port'" >&2; exit 2 ;;
 esac
 if ! listening "$port"; then echo "$port"; exit 0; fi
-holder="$(describe "$port")"
-[[ "$holder" == *"Debian's redis-server service"* ]] &&
-  hint="stop it with 'sudo systemctl stop redis-server' (and 'sudo systemctl disable redis-server'), or"
+describe "$port"
 echo "make run: port $port on 127.0.0.1 is taken by $holder." >&2
 echo "make run: not starting a second server: ${hint:+$hint }choose another port, e.g. 'make run PORT=$((port + 1))'" >&2
 echo "make run: (then talk to it with 'redis-cli -p $((port + 1))'), or leave PORT out to pick a free one." >&2

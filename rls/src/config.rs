@@ -96,19 +96,6 @@ impl Unit {
             _ => return None,
         })
     }
-
-    /// The lower-case name (`second` …).
-    pub fn name(self) -> &'static str {
-        match self {
-            Unit::Second => "second",
-            Unit::Minute => "minute",
-            Unit::Hour => "hour",
-            Unit::Day => "day",
-            Unit::Week => "week",
-            Unit::Month => "month",
-            Unit::Year => "year",
-        }
-    }
 }
 
 /// The algorithm a rule runs in the module (`algorithm:`; envoy's fixed
@@ -157,9 +144,18 @@ pub struct Rule {
     /// The most requests admitted at once (token bucket capacity, GCRA
     /// burst); `None`: `requests_per_unit`.
     pub burst: Option<u32>,
+    /// [`Rule::module_limit`], computed once when the rule is built
+    /// ([`Rule::with_module_args`]) rather than on every request.
+    pub module_args: Option<Arc<[String]>>,
 }
 
 impl Rule {
+    /// This rule with its [`Rule::module_args`] filled in.
+    pub fn with_module_args(mut self) -> Rule {
+        self.module_args = self.module_limit().map(Arc::from);
+        self
+    }
+
     /// The module limit arguments (after the key) of this rule, e.g.
     /// `["FIXEDWINDOW", "10", "60"]`; `None` for a rule that admits nothing
     /// (`requests_per_unit: 0`, or `burst: 0`) or has no unit (unlimited).
@@ -182,14 +178,20 @@ impl Rule {
     }
 }
 
+impl Match {
+    /// The stat key this hit counts under, joined: `domain.key_value…`.
+    pub fn stat_key(&self) -> String {
+        self.stat_parts.join(".")
+    }
+}
+
 /// The result of a lookup: the rule, and what the request's key and stats
 /// are named after.
 #[derive(Debug, Clone)]
 pub struct Match {
     pub rule: Arc<Rule>,
-    /// The stat key this hit counts under (`rule.full_key`, or a detailed one).
-    pub stat_key: String,
-    /// The same, split: the domain, then one part per level.
+    /// The stat key this hit counts under (`rule.full_key`, or a detailed
+    /// one), split: the domain, then one part per level.
     pub stat_parts: Vec<String>,
     /// Per entry, the wildcard pattern that replaces its value in the Redis
     /// key (`share_threshold`), else `None`.
@@ -213,7 +215,7 @@ struct Node {
 #[derive(Debug, Default)]
 pub struct Config {
     domains: HashMap<String, Node>,
-    /// Every rule, for metrics and `/config`.
+    /// Every rule (their count is logged at load and reload).
     rules: Vec<Arc<Rule>>,
 }
 
@@ -256,11 +258,6 @@ impl Config {
     /// Every rule of the configuration.
     pub fn rules(&self) -> &[Arc<Rule>] {
         &self.rules
-    }
-
-    /// Whether the domain is configured.
-    pub fn has_domain(&self, domain: &str) -> bool {
-        self.domains.contains_key(domain)
     }
 
     /// The rule for one descriptor (its `(key, value)` entries), as
@@ -337,7 +334,6 @@ impl Config {
         };
         Some(Match {
             rule,
-            stat_key: stat_parts.join("."),
             stat_parts,
             shared_values,
         })

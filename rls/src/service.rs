@@ -66,8 +66,6 @@ struct Active {
     index: usize,
     m: Match,
     key: String,
-    /// The module limit arguments; `None`: the rule admits nothing.
-    args: Option<Vec<String>>,
     hits: u64,
     slot: u16,
 }
@@ -138,21 +136,23 @@ fn override_match(domain: &str, d: &RateLimitDescriptor) -> Option<Match> {
             format!("{}_{}", e.key, e.value)
         }
     }));
-    let stat_key = parts.join(".");
     Some(Match {
-        rule: Arc::new(Rule {
-            full_key: stat_key.clone(),
-            requests_per_unit: o.requests_per_unit,
-            unit: Some(unit),
-            unlimited: false,
-            shadow_mode: false,
-            name: String::new(),
-            replaces: Vec::new(),
-            detailed_metric: false,
-            algorithm: Algorithm::FixedWindow,
-            burst: None,
-        }),
-        stat_key,
+        rule: Arc::new(
+            Rule {
+                full_key: parts.join("."),
+                requests_per_unit: o.requests_per_unit,
+                unit: Some(unit),
+                unlimited: false,
+                shadow_mode: false,
+                name: String::new(),
+                replaces: Vec::new(),
+                detailed_metric: false,
+                algorithm: Algorithm::FixedWindow,
+                burst: None,
+                module_args: None,
+            }
+            .with_module_args(),
+        ),
         stat_parts: parts,
         shared_values: vec![None; d.entries.len()],
     })
@@ -164,7 +164,8 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
     let domain = request.domain.as_str();
     let hits = hits_addends(request);
     let n = request.descriptors.len();
-    let mut matches: Vec<Option<Match>> = Vec::with_capacity(n);
+    // Per descriptor: its match and its entries (read once, used twice).
+    let mut matches: Vec<(Option<Match>, Vec<(&str, &str)>)> = Vec::with_capacity(n);
     for d in &request.descriptors {
         let entries: Vec<(&str, &str)> = d
             .entries
@@ -175,17 +176,17 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
             Some(m) => Some(m),
             None => config.get_limit(domain, &entries),
         };
-        matches.push(m);
+        matches.push((m, entries));
     }
     // `replaces`: a matched rule named by another matched rule is dropped.
     let replaced: Vec<String> = matches
         .iter()
-        .flatten()
+        .filter_map(|(m, _)| m.as_ref())
         .flat_map(|m| m.rule.replaces.iter().cloned())
         .collect();
     let mut unlimited = vec![false; n];
     let mut active: Vec<Active> = Vec::new();
-    for (i, m) in matches.into_iter().enumerate() {
+    for (i, (m, entries)) in matches.into_iter().enumerate() {
         let Some(m) = m else { continue };
         if m.rule.unlimited {
             unlimited[i] = true;
@@ -195,12 +196,6 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
             tracing::debug!(rule = %m.rule.full_key, "replaced");
             continue;
         }
-        let d = &request.descriptors[i];
-        let entries: Vec<(&str, &str)> = d
-            .entries
-            .iter()
-            .map(|e| (e.key.as_str(), e.value.as_str()))
-            .collect();
         let key = keys::key(
             &shared.key_prefix,
             &shared.hash_tag_keys,
@@ -213,12 +208,10 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
         } else {
             0
         };
-        let args = m.rule.module_limit();
         active.push(Active {
             index: i,
             m,
             key,
-            args,
             hits: hits[i],
             slot,
         });
@@ -314,8 +307,9 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
         } else if closest.is_none_or(|(_, best)| remaining < best) {
             closest = Some((a.index, remaining));
         }
-        // envoy's statistics, in hits.
-        let limit = u64::from(rule.requests_per_unit);
+        // envoy's statistics, in hits, against the limit the reply gives
+        // (a rule's `burst` when it has one).
+        let limit = u64::try_from(r.limit).unwrap_or(0);
         let mut counts = RuleCounts {
             total_hits: a.hits,
             ..Default::default()
@@ -372,7 +366,7 @@ async fn run(
     // A rule of 0 requests per unit refuses without asking Redis.
     let mut denied = false;
     for a in active {
-        if a.args.is_none() {
+        if a.m.rule.module_args.is_none() {
             outcomes[a.index] = Some(Outcome {
                 reply: LimitReply {
                     limited: true,
@@ -394,11 +388,13 @@ async fn run(
             .iter()
             .map(|&m| {
                 let a = &active[m];
-                (a.key.as_str(), a.args.as_deref().unwrap_or(&[]))
+                (
+                    a.key.as_str(),
+                    a.m.rule.module_args.as_deref().unwrap_or(&[]),
+                )
             })
             .collect();
-        let (head, each) = shared.backend.rl_all(&limits, op, *slot).await?;
-        let refused = head[0] != 0;
+        let (refused, each) = shared.backend.rl_all(&limits, op, *slot).await?;
         let took = !refused && matches!(op, Op::Take(_));
         let untaken = match op {
             Op::Take(n) if refused => n,
@@ -420,7 +416,10 @@ async fn run(
                     .iter()
                     .map(|&m| {
                         let a = &active[m];
-                        (a.key.as_str(), a.args.as_deref().unwrap_or(&[]))
+                        (
+                            a.key.as_str(),
+                            a.m.rule.module_args.as_deref().unwrap_or(&[]),
+                        )
                     })
                     .collect();
                 shared

@@ -50,7 +50,7 @@ pub struct Settings {
     #[arg(long, env = "REDIS_CLUSTER", default_value_t = false)]
     pub redis_cluster: bool,
 
-    /// The most one Redis call may take (connecting included), in ms; then
+    /// The most one decision waits for Redis (connecting included), in ms; then
     /// the failure mode answers.
     #[arg(long, env = "REDIS_TIMEOUT_MS", default_value_t = 100)]
     pub redis_timeout_ms: u64,

@@ -678,3 +678,29 @@ descriptors:
     .await;
     assert_eq!(statuses(&r), vec![(OK, Some(3), 1)], "shared, and refunded");
 }
+
+/// `near_limit` is measured against the limit the reply gives: a rule's
+/// `burst` (10 per minute, bursts of 20), not its `requests_per_unit`.
+#[tokio::test]
+async fn near_limit_counts_against_the_burst() {
+    let redis = Redis::start();
+    let yaml = "domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: token_bucket, burst: 20}
+";
+    let rls = Rls::start(&redis.url(), yaml, &[]).await;
+    let mut client = rls.client().await;
+    // 18 of 20 taken: past 80% (16) by 2.
+    let r = call(
+        &mut client,
+        request("d", vec![desc_hits(&[("k", "x")], 18)]),
+    )
+    .await;
+    assert_eq!(r.overall_code, OK);
+    let (_, body) = rls.http_get("/metrics").await;
+    assert!(
+        body.contains("ratelimit_service_rate_limit_near_limit{domain=\"d\",key1=\"k\"} 2"),
+        "{body}"
+    );
+}

@@ -214,18 +214,22 @@ pub(super) fn load_descriptors(
                     _ => {}
                 }
             }
-            let r = Arc::new(Rule {
-                full_key: full_key.clone(),
-                requests_per_unit: rl.requests_per_unit,
-                unit,
-                unlimited: rl.unlimited,
-                shadow_mode: d.shadow_mode,
-                name: rl.name.clone(),
-                replaces,
-                detailed_metric: d.detailed_metric,
-                algorithm,
-                burst: rl.burst,
-            });
+            let r = Arc::new(
+                Rule {
+                    full_key: full_key.clone(),
+                    requests_per_unit: rl.requests_per_unit,
+                    unit,
+                    unlimited: rl.unlimited,
+                    shadow_mode: d.shadow_mode,
+                    name: rl.name.clone(),
+                    replaces,
+                    detailed_metric: d.detailed_metric,
+                    algorithm,
+                    burst: rl.burst,
+                    module_args: None,
+                }
+                .with_module_args(),
+            );
             rules.push(r.clone());
             rule = Some(r);
         }

@@ -18,7 +18,7 @@ fn limit(c: &Config, domain: &str, entries: &[(&str, &str)]) -> Option<(u32, Uni
         (
             m.rule.requests_per_unit,
             m.rule.unit.unwrap_or(Unit::Second),
-            m.stat_key,
+            m.stat_key(),
         )
     })
 }
@@ -364,7 +364,7 @@ descriptors:
     // Without share_threshold each value has its own counter.
     let m = c.get_limit("example9", &[("key1", "value1")]).unwrap();
     assert_eq!(m.shared_values, vec![None]);
-    assert_eq!(m.stat_key, "example9.key1_value*");
+    assert_eq!(m.stat_key(), "example9.key1_value*");
 }
 
 #[test]

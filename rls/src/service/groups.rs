@@ -9,7 +9,7 @@ use super::*;
 pub(super) fn plan(active: &[Active]) -> Vec<((bool, u16, u64), Vec<usize>)> {
     let mut groups: Vec<((bool, u16, u64), Vec<usize>)> = Vec::new();
     for (i, a) in active.iter().enumerate() {
-        if a.args.is_none() {
+        if a.m.rule.module_args.is_none() {
             continue;
         }
         let g = (a.m.rule.shadow_mode, a.slot, a.hits);

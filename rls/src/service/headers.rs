@@ -17,8 +17,10 @@ pub(super) fn ietf_headers(
     let Some(a) = active.iter().find(|a| a.index == index) else {
         return Vec::new();
     };
+    let stat_key;
     let name = if a.m.rule.name.is_empty() {
-        a.m.stat_key.as_str()
+        stat_key = a.m.stat_key();
+        stat_key.as_str()
     } else {
         a.m.rule.name.as_str()
     };

@@ -141,7 +141,8 @@ class Outcome:
 
 
 class DenialCache:
-    """Keys known to be limited, until their ``retry_after_ms``; at most ``size`` entries."""
+    """Keys known to be limited, until their ``retry_after_ms``; at most ``size`` entries
+    (when full, the oldest is evicted)."""
 
     def __init__(self, size: int = 10_000) -> None:
         self.size = size
@@ -169,10 +170,9 @@ class DenialCache:
         now = time.monotonic()
         with self._lock:
             if key not in self._until and len(self._until) >= self.size:
-                for k in [k for k, (t, _) in self._until.items() if t <= now]:
-                    del self._until[k]
-                while len(self._until) >= self.size:
-                    del self._until[min(self._until, key=lambda k: self._until[k][0])]
+                # Full: the oldest entry goes (dicts keep insertion order), in
+                # O(1) rather than a scan of every entry per insertion.
+                del self._until[next(iter(self._until))]
             self._until[key] = (now + decision.retry_after_ms / 1000, decision)
 
 
