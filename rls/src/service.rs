@@ -158,6 +158,9 @@ fn override_match(domain: &str, d: &RateLimitDescriptor) -> Option<Match> {
     })
 }
 
+/// A descriptor's `(key, value)` entries.
+type Entries<'r> = Vec<(&'r str, &'r str)>;
+
 /// Decides a request: never fails (Redis failures answer the failure mode).
 pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitResponse {
     let config = shared.config();
@@ -165,7 +168,7 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
     let hits = hits_addends(request);
     let n = request.descriptors.len();
     // Per descriptor: its match and its entries (read once, used twice).
-    let mut matches: Vec<(Option<Match>, Vec<(&str, &str)>)> = Vec::with_capacity(n);
+    let mut matches: Vec<(Option<Match>, Entries)> = Vec::with_capacity(n);
     for d in &request.descriptors {
         let entries: Vec<(&str, &str)> = d
             .entries
