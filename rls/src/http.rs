@@ -1,63 +1,56 @@
-//! A minimal HTTP/1.1 endpoint: `GET /metrics` (Prometheus text format) and
+//! The HTTP endpoint (axum): `GET /metrics` (Prometheus text format) and
 //! `GET /healthcheck` (200 when Redis answers `PING` within the timeout,
-//! 503 otherwise). One request per connection.
+//! 503 otherwise or while shutting down). `HEAD` as `GET`; other paths 404,
+//! other methods 405.
 
+use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
 
 use crate::service::Shared;
 
-/// Serves until the listener fails or the task is dropped.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), handle(stream, &shared)).await;
-        });
+/// The endpoint's routes.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthcheck", get(healthcheck))
+        .with_state(shared)
+}
+
+/// Serves until `shutdown` completes (then finishes the requests in flight).
+pub async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let result = axum::serve(listener, router(shared))
+        .with_graceful_shutdown(shutdown)
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "HTTP server failed");
     }
 }
 
-async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 8192 {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        shared.metrics.render(),
+    )
+}
+
+async fn healthcheck(State(shared): State<Arc<Shared>>) -> (StatusCode, String) {
+    if shared.draining.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n".into());
     }
-    let line = String::from_utf8_lossy(&buf);
-    let mut words = line.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4",
-            shared.metrics.render(),
-        ),
-        ("GET", "/healthcheck") => match shared.backend.query(redis::cmd("PING"), 0).await {
-            Ok(_) => ("200 OK", "text/plain", "OK\n".to_string()),
-            Err(e) => (
-                "503 Service Unavailable",
-                "text/plain",
-                format!("redis: {e}\n"),
-            ),
-        },
-        _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-    };
-    let head = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
+    match shared.backend.ping().await {
+        Ok(()) => (StatusCode::OK, "OK\n".into()),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("redis: {e}\n")),
+    }
 }

@@ -375,7 +375,8 @@ descriptors:
         }
         let elapsed = started.elapsed().as_secs_f64();
         latencies.sort();
-        let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+        let pct =
+            |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
         println!(
             "\n## The service: {} streams in flight (closed loop), 3 descriptors per request, {} s (4 gRPC connections, loopback)\n",
             args.streams, args.seconds
@@ -398,11 +399,10 @@ descriptors:
 
 /// The service's Redis failures so far.
 fn failures(running: &ratelimit_rls::Running) -> u64 {
-    running
-        .shared
-        .metrics
-        .failure_mode_answers
-        .load(std::sync::atomic::Ordering::Relaxed)
+    running.shared.metrics.value(
+        "ratelimit_service_should_rate_limit_error",
+        &[("err_type", "redis_error")],
+    )
 }
 
 /// A request of 3 descriptors for `user`.
@@ -416,7 +416,11 @@ fn bench_request(user: &str) -> RateLimitRequest {
     };
     RateLimitRequest {
         domain: "bench".into(),
-        descriptors: vec![entry("user", user), entry("path", "/a"), entry("tenant", "t")],
+        descriptors: vec![
+            entry("user", user),
+            entry("path", "/a"),
+            entry("tenant", "t"),
+        ],
         hits_addend: 0,
     }
 }

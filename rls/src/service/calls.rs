@@ -67,7 +67,10 @@ async fn call(
         .iter()
         .map(|&m| {
             let a = &active[m];
-            (a.key.as_str(), a.m.rule.module_args.as_deref().unwrap_or(&[]))
+            (
+                a.key.as_str(),
+                a.m.rule.module_args.as_deref().unwrap_or(&[]),
+            )
         })
         .collect();
     shared.backend.rl_all(&limits, op, *slot).await

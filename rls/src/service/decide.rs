@@ -70,9 +70,14 @@ fn override_match(domain: &str, d: &RateLimitDescriptor) -> Result<Option<Match>
 type Entries<'r> = Vec<(&'r str, &'r str)>;
 
 /// Decides a request.
-pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> Result<RateLimitResponse, Failure> {
+pub async fn decide(
+    shared: &Shared,
+    request: &RateLimitRequest,
+) -> Result<RateLimitResponse, Failure> {
     if request.domain.is_empty() {
-        return Err(Failure::Invalid("rate limit domain must not be empty".into()));
+        return Err(Failure::Invalid(
+            "rate limit domain must not be empty".into(),
+        ));
     }
     if request.descriptors.is_empty() {
         return Err(Failure::Invalid(
@@ -83,7 +88,7 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> Result<RateL
     let config = &loaded.config;
     let domain = request.domain.as_str();
     let n = request.descriptors.len();
-    let ok = |i: usize, unlimited: bool| DescriptorStatus {
+    let ok = |unlimited: bool| DescriptorStatus {
         code: Code::Ok as i32,
         limit_remaining: if unlimited { u32::MAX } else { 0 },
         ..Default::default()
@@ -96,7 +101,7 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> Result<RateL
         }
         return Ok(RateLimitResponse {
             overall_code: Code::Ok as i32,
-            statuses: (0..n).map(|i| ok(i, false)).collect(),
+            statuses: (0..n).map(|_| ok(false)).collect(),
             ..Default::default()
         });
     }
@@ -133,7 +138,13 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> Result<RateL
             tracing::debug!(rule = %m.rule.full_key, "replaced");
             continue;
         }
-        let key = keys::key(&shared.key_prefix, &shared.hash_tag_keys, domain, &entries, &m);
+        let key = keys::key(
+            &shared.key_prefix,
+            &shared.hash_tag_keys,
+            domain,
+            &entries,
+            &m,
+        );
         let slot = if shared.backend.is_cluster() {
             keys::slot(key.as_bytes())
         } else {
@@ -157,7 +168,7 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> Result<RateL
     };
 
     // Statuses, statistics and headers.
-    let mut statuses: Vec<DescriptorStatus> = (0..n).map(|i| ok(i, unlimited[i])).collect();
+    let mut statuses: Vec<DescriptorStatus> = unlimited.iter().map(|&u| ok(u)).collect();
     let mut closest: Option<(usize, u32)> = None;
     for a in &active {
         let Some(outcome) = outcomes[a.index] else {
@@ -232,7 +243,13 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> Result<RateL
             response.response_headers_to_add = ietf_headers(&statuses[i], &active, i);
         }
     }
-    tracing::debug!(domain, descriptors = n, limits = active.len(), over_limit = denied, "decided");
+    tracing::debug!(
+        domain,
+        descriptors = n,
+        limits = active.len(),
+        over_limit = denied,
+        "decided"
+    );
     response.statuses = statuses;
     Ok(response)
 }
