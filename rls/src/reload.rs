@@ -61,13 +61,6 @@ fn target(path: &Path) -> PathBuf {
 
 fn watch(path: &Path, poll_interval: Duration, tx: mpsc::UnboundedSender<()>) -> Option<Watching> {
     let dir = target(path);
-    let handler = |tx: mpsc::UnboundedSender<()>| {
-        move |result: DebounceEventResult| {
-            if result.is_ok() {
-                let _ = tx.send(());
-            }
-        }
-    };
     match new_debouncer(DEBOUNCE, handler(tx.clone())).and_then(|mut d| {
         d.watcher().watch(&dir, RecursiveMode::NonRecursive)?;
         Ok(d)
@@ -77,6 +70,20 @@ fn watch(path: &Path, poll_interval: Duration, tx: mpsc::UnboundedSender<()>) ->
             tracing::warn!(error = %e, dir = %dir.display(), ?poll_interval, "cannot watch the configuration; polling it")
         }
     }
+    poll(&dir, poll_interval, tx)
+}
+
+/// Sends `()` on each debounced change.
+fn handler(tx: mpsc::UnboundedSender<()>) -> impl FnMut(DebounceEventResult) + Send + 'static {
+    move |result: DebounceEventResult| {
+        if result.is_ok() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// The fallback: `dir` read again every `poll_interval`.
+fn poll(dir: &Path, poll_interval: Duration, tx: mpsc::UnboundedSender<()>) -> Option<Watching> {
     let config = notify_debouncer_mini::Config::default()
         .with_timeout(DEBOUNCE)
         .with_notify_config(
@@ -85,7 +92,7 @@ fn watch(path: &Path, poll_interval: Duration, tx: mpsc::UnboundedSender<()>) ->
                 .with_compare_contents(true),
         );
     match new_debouncer_opt::<_, PollWatcher>(config, handler(tx)).and_then(|mut d| {
-        d.watcher().watch(&dir, RecursiveMode::NonRecursive)?;
+        d.watcher().watch(dir, RecursiveMode::NonRecursive)?;
         Ok(d)
     }) {
         Ok(d) => Some(Watching::Poll(d)),
@@ -125,4 +132,24 @@ fn reload(path: &Path, shared: &Shared, last: &mut Vec<(String, String)>) {
         }
     }
     *last = files;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where inotify is unavailable, the poll sees a change.
+    #[tokio::test]
+    async fn the_poll_fallback_sees_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.yaml");
+        std::fs::write(&file, "a").unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let _watching = poll(dir.path(), Duration::from_millis(20), tx).expect("polling");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        while rx.try_recv().is_ok() {}
+        std::fs::write(&file, "bb").unwrap();
+        let event = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        assert!(matches!(event, Ok(Some(()))), "{event:?}");
+    }
 }

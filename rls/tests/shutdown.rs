@@ -60,14 +60,14 @@ async fn sigterm_drains_the_requests_in_flight_then_exits_0() {
         tonic_health::pb::health_check_response::ServingStatus::Serving as i32
     );
 
-    // Redis sleeps 800 ms: the requests sent now stay in flight.
+    // Redis sleeps 1.5 s: the requests sent now stay in flight.
     let blocker = {
         let url = redis.url();
         std::thread::spawn(move || {
             let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
             let _: () = redis::cmd("DEBUG")
                 .arg("SLEEP")
-                .arg("0.8")
+                .arg("1.5")
                 .query(&mut con)
                 .unwrap();
         })
@@ -82,9 +82,22 @@ async fn sigterm_drains_the_requests_in_flight_then_exits_0() {
                 .await
         }));
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+    // All eight reached the service (and wait for Redis).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, body) = http_get(http_port, "/metrics").await;
+        if body.contains("ratelimit_service_total_requests{grpc_method=\"ShouldRateLimit\"} 8") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the requests did not arrive:\n{body}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The shell's own kill: no procps needed.
+    let status = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", child.id())])
         .status()
         .unwrap();
     assert!(status.success());
