@@ -76,7 +76,7 @@ test-python: build ## Test the Python package clients/python (client, limits sto
 	@scripts/setup.sh python-clients
 	build/python-clients/bin/python -m pip install -q --no-deps --no-build-isolation --force-reinstall ./clients/python
 	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m pytest -q -p no:cacheprovider tests
-	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python limits_suite/run.py -q
+	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m limits_suite.run -q
 
 test-node: build ## Run clients/node's tests (node --test: node-redis and ioredis, Express, express-rate-limit) against a real server with the module
 	@scripts/setup.sh node

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import socket
-import sys
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 import redis
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from server import RedisServer, free_port  # noqa: E402
+from tests.helpers import RedisServer, free_port
 
 
 @pytest.fixture(scope="session")
@@ -42,9 +38,3 @@ def refused_port() -> int:
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0
     return port
-
-
-def calls(client: redis.Redis, command: str) -> int:
-    """How many times ``command`` ran (INFO commandstats)."""
-    stats = client.info("commandstats")
-    return int(stats.get(f"cmdstat_{command.lower()}", {}).get("calls", 0))

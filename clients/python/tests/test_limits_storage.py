@@ -25,9 +25,7 @@ from redis_ratelimit.limits_storage import (
     RateLimitClusterStorage,
     RateLimitStorage,
 )
-from server import RedisServer
-
-from conftest import calls
+from tests.helpers import RedisServer, calls
 
 
 def test_schemes_are_registered(server) -> None:

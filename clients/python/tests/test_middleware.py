@@ -22,9 +22,8 @@ from redis_ratelimit.middleware import (
     WSGIRateLimitMiddleware,
     header_key,
 )
-from server import RedisServer
+from tests.helpers import RedisServer, calls
 
-from conftest import calls
 
 RULES = [
     Rule(GCRA(2, 1, 1), path="/api/", key=header_key("x-user"), name="api"),

@@ -1,4 +1,5 @@
-"""A redis-server on a free loopback port, with the module from $RATELIMIT_MODULE (or without)."""
+"""Test helpers: a redis-server on a free loopback port, with the module from $RATELIMIT_MODULE
+(or without); ``calls`` reads INFO commandstats."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import tempfile
 import time
 from typing import Optional
 
+import redis
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -19,23 +22,25 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """``with RedisServer() as server: server.port``. ``module=False`` starts a plain server."""
+    """``with RedisServer() as server: server.port``. ``module=False`` starts a plain server;
+    ``port`` (0: a free one) fixes the port."""
 
-    def __init__(self, module: bool = True, cluster: bool = False) -> None:
+    def __init__(self, module: bool = True, cluster: bool = False, port: int = 0) -> None:
         self.cluster = cluster
         self.module: Optional[str] = None
         if module:
             self.module = os.environ.get("RATELIMIT_MODULE")
             if not self.module or not os.path.exists(self.module):
                 raise RuntimeError("set RATELIMIT_MODULE to the built libredis_ratelimit.so")
-        self.port = 0
+        self.fixed_port = port
+        self.port = port
         self.proc: Optional[subprocess.Popen] = None
         self.dir = ""
 
     def start(self) -> "RedisServer":
         self.dir = tempfile.mkdtemp(prefix="rl-py-")
-        for _ in range(20):
-            self.port = free_port()
+        for _ in range(1 if self.fixed_port else 20):
+            self.port = self.fixed_port or free_port()
             if self.cluster and self.port > 55535:  # the cluster bus needs port + 10000
                 continue
             args = [os.environ.get("REDIS_SERVER", "redis-server"), "--port", str(self.port),
@@ -58,7 +63,7 @@ class RedisServer:
                 except OSError:
                     time.sleep(0.05)
             self.stop()
-        raise RuntimeError("redis-server did not start")
+        raise RuntimeError(f"redis-server did not start (last port tried: {self.port})")
 
     def _own_all_slots(self) -> None:
         """A one-node cluster: this node serves every slot."""
@@ -95,3 +100,9 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def calls(client: redis.Redis, command: str) -> int:
+    """How many times ``command`` ran (INFO commandstats)."""
+    stats = client.info("commandstats")
+    return int(stats.get(f"cmdstat_{command.lower()}", {}).get("calls", 0))
