@@ -106,3 +106,57 @@ def calls(client: redis.Redis, command: str) -> int:
     """How many times ``command`` ran (INFO commandstats)."""
     stats = client.info("commandstats")
     return int(stats.get(f"cmdstat_{command.lower()}", {}).get("calls", 0))
+
+
+class HungServer:
+    """A loopback port that accepts connections and never answers (a hung Redis): ``commands``
+    counts the chunks received, so that a test sees whether a client still sends to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.commands = 0
+        self._conns: list = []
+        self._closed = False
+        import threading
+
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import select
+
+        while not self._closed:
+            readable, _, _ = select.select([self.sock, *self._conns], [], [], 0.02)
+            for s in readable:
+                if s is self.sock:
+                    try:
+                        conn, _ = self.sock.accept()
+                    except OSError:
+                        return
+                    self._conns.append(conn)
+                    continue
+                try:
+                    data = s.recv(65536)
+                except OSError:
+                    data = b""
+                if data:
+                    self.commands += 1
+                else:
+                    self._conns.remove(s)
+                    s.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._thread.join(1)
+        for c in self._conns:
+            c.close()
+        self.sock.close()
+
+    def __enter__(self) -> "HungServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -18,17 +18,30 @@ The rest of the URI is that of ``limits``' own Redis storages. Strategies:
 
 ``limits`` builds the same key for every strategy, hence the suffixes: a limiter's state never
 meets another type's (``RL.*`` answers WRONGTYPE on a key of the wrong type).
+
+**Fail fast.** Unless the URI or the options say otherwise, the client's socket timeouts are
+0.25 s and redis-py's retries are off (``socket_timeout``, ``socket_connect_timeout``,
+``retry``), so that a hung or absent Redis costs at most that per call, and flask-limiter's and
+slowapi's ``swallow_errors`` / ``in_memory_fallback_enabled`` take over at once.
+
+``limits`` has no plugin entry point: the schemes exist once this module is imported.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
+
+import redis.exceptions
 
 from limits.aio.storage import RedisClusterStorage as _AioRedisClusterStorage
 from limits.aio.storage import RedisStorage as _AioRedisStorage
 from limits.storage import RedisClusterStorage as _RedisClusterStorage
 from limits.storage import RedisStorage as _RedisStorage
 from limits.storage.base import TimestampedSlidingWindow
+
+from . import _commands
+from ._core import SlidingLog, SlidingWindow
+from .client import DEFAULT_TIMEOUT_S, fail_fast
 
 __all__ = [
     "RateLimitStorage",
@@ -120,8 +133,34 @@ def _acquired(reply: Any) -> bool:
     return int(reply[0]) == 0
 
 
-def _opts(amount: int) -> List[Any]:
-    return ["TOKENS", amount] if amount != 1 else []
+def _moving_window_call(key: str, limit: int, expiry: int, amount: int) -> List[str]:
+    return _commands.check(key, SlidingLog(limit, expiry), tokens=amount).args
+
+
+def _sliding_window_call(key: str, limit: int, expiry: int, amount: int) -> List[str]:
+    return _commands.check(key, SlidingWindow(limit, expiry), tokens=amount).args
+
+
+class MovingWindowLimitTooLarge(redis.exceptions.ResponseError):
+    """A ``moving-window`` limit above what ``RL.SLIDINGLOG`` takes on this server."""
+
+
+def _too_large(limit: int, error: redis.exceptions.ResponseError) -> redis.exceptions.RedisError:
+    """One message for the module's two refusals of a too-large log (above its
+    ``sliding-log-max-limit``, or above the setting's own bound of 100000)."""
+    text = str(error)
+    if limit < 1 or not text.startswith("limit must be"):
+        return error
+    return MovingWindowLimitTooLarge(
+        f"moving-window limit {limit} is above what the module's RL.SLIDINGLOG takes on this "
+        f"server (its setting sliding-log-max-limit: default 1000, at most 100000); use the "
+        f"sliding-window-counter strategy for larger limits (the module said: {text})")
+
+
+def _fail_fast_options(options: Dict[str, Any], asyncio: bool = False) -> Dict[str, Any]:
+    """``limits``' options with this package's defaults: 0.25 s socket timeouts, no retries
+    (values in the URI's query string still win: redis-py reads them last)."""
+    return fail_fast(DEFAULT_TIMEOUT_S, options, asyncio=asyncio)
 
 
 class _SyncMixin:
@@ -139,8 +178,11 @@ class _SyncMixin:
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         """``RL.SLIDINGLOG <key>/rl.slidinglog limit expiry [TOKENS amount]``: allowed?"""
         k = self.prefixed_key(key) + MOVING_WINDOW_SUFFIX  # type: ignore[attr-defined]
-        reply = self.get_connection().execute_command(  # type: ignore[attr-defined]
-            "RL.SLIDINGLOG", k, limit, expiry, *_opts(amount))
+        try:
+            reply = self.get_connection().execute_command(  # type: ignore[attr-defined]
+                *_moving_window_call(k, limit, expiry, amount))
+        except redis.exceptions.ResponseError as exc:
+            raise _too_large(limit, exc) from exc
         return _acquired(reply)
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
@@ -153,7 +195,7 @@ class _SyncMixin:
         """``RL.SLIDINGWINDOW <key>/rl.slidingwindow limit expiry [TOKENS amount]``: allowed?"""
         k = self.prefixed_key(key) + SLIDING_WINDOW_SUFFIX  # type: ignore[attr-defined]
         reply = self.get_connection().execute_command(  # type: ignore[attr-defined]
-            "RL.SLIDINGWINDOW", k, limit, expiry, *_opts(amount))
+            *_sliding_window_call(k, limit, expiry, amount))
         return _acquired(reply)
 
     def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
@@ -182,7 +224,8 @@ class RateLimitStorage(_SyncMixin, _RedisStorage, TimestampedSlidingWindow):
     def __init__(self, uri: str, connection_pool: Any = None, key_prefix: str = _RedisStorage.PREFIX,
                  wrap_exceptions: bool = False, **options: Any) -> None:
         super().__init__(_strip_scheme(uri), connection_pool=connection_pool,
-                         key_prefix=key_prefix, wrap_exceptions=wrap_exceptions, **options)
+                         key_prefix=key_prefix, wrap_exceptions=wrap_exceptions,
+                         **_fail_fast_options(options))
 
 
 class RateLimitClusterStorage(_SyncMixin, _RedisClusterStorage, TimestampedSlidingWindow):
@@ -193,6 +236,8 @@ class RateLimitClusterStorage(_SyncMixin, _RedisClusterStorage, TimestampedSlidi
 
     def __init__(self, uri: str, key_prefix: str = _RedisStorage.PREFIX,
                  wrap_exceptions: bool = False, **options: Any) -> None:
+        options.setdefault("socket_timeout", DEFAULT_TIMEOUT_S)
+        options.setdefault("socket_connect_timeout", DEFAULT_TIMEOUT_S)
         super().__init__(_strip_scheme(uri), key_prefix=key_prefix,
                          wrap_exceptions=wrap_exceptions, **options)
 
@@ -201,35 +246,43 @@ class _AsyncMixin:
     """RL.* strategies for an async ``limits`` Redis storage (redis-py's asyncio client)."""
 
     bridge: Any
+    _scripts: Optional[Tuple[Any, Any, Any]] = None
 
     def _conn(self) -> Any:
         return self.bridge.get_connection()
+
+    def _script(self, which: int) -> Any:
+        """The registered scripts (``EVALSHA``, loaded once per server), for the current client."""
+        conn = self._conn()
+        if self._scripts is None or self._scripts[0] is not conn:
+            self._scripts = (conn, conn.register_script(_MOVING_WINDOW_LUA),
+                             conn.register_script(_SLIDING_WINDOW_LUA))
+        return self._scripts[which]
 
     def _rl_key(self, key: str, suffix: str) -> str:
         return self.bridge.prefixed_key(key) + suffix
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
-        reply = await self._conn().execute_command(
-            "RL.SLIDINGLOG", self._rl_key(key, MOVING_WINDOW_SUFFIX), limit, expiry,
-            *_opts(amount))
+        try:
+            reply = await self._conn().execute_command(*_moving_window_call(
+                self._rl_key(key, MOVING_WINDOW_SUFFIX), limit, expiry, amount))
+        except redis.exceptions.ResponseError as exc:
+            raise _too_large(limit, exc) from exc
         return _acquired(reply)
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
-        reply = await self._conn().eval(_MOVING_WINDOW_LUA, 1,
-                                        self._rl_key(key, MOVING_WINDOW_SUFFIX),
-                                        expiry * 1_000_000)
+        reply = await self._script(1)(keys=[self._rl_key(key, MOVING_WINDOW_SUFFIX)],
+                                      args=[expiry * 1_000_000])
         return _moving_window(reply)
 
     async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int,
                                            amount: int = 1) -> bool:
-        reply = await self._conn().execute_command(
-            "RL.SLIDINGWINDOW", self._rl_key(key, SLIDING_WINDOW_SUFFIX), limit, expiry,
-            *_opts(amount))
+        reply = await self._conn().execute_command(*_sliding_window_call(
+            self._rl_key(key, SLIDING_WINDOW_SUFFIX), limit, expiry, amount))
         return _acquired(reply)
 
     async def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
-        reply = await self._conn().eval(_SLIDING_WINDOW_LUA, 1,
-                                        self._rl_key(key, SLIDING_WINDOW_SUFFIX))
+        reply = await self._script(2)(keys=[self._rl_key(key, SLIDING_WINDOW_SUFFIX)])
         return _sliding_window(reply, expiry)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
@@ -256,7 +309,8 @@ class AsyncRateLimitStorage(_AsyncMixin, _AioRedisStorage, TimestampedSlidingWin
         if implementation != "redispy":
             raise ValueError("AsyncRateLimitStorage runs on redis-py (implementation='redispy')")
         super().__init__(_async_uri(uri), wrap_exceptions=wrap_exceptions,
-                         implementation="redispy", key_prefix=key_prefix, **options)
+                         implementation="redispy", key_prefix=key_prefix,
+                         **_fail_fast_options(options, asyncio=True))
 
 
 class AsyncRateLimitClusterStorage(_AsyncMixin, _AioRedisClusterStorage, TimestampedSlidingWindow):
@@ -268,6 +322,8 @@ class AsyncRateLimitClusterStorage(_AsyncMixin, _AioRedisClusterStorage, Timesta
                  key_prefix: str = _AioRedisStorage.PREFIX, **options: Any) -> None:
         if implementation != "redispy":
             raise ValueError("AsyncRateLimitClusterStorage runs on redis-py")
+        options.setdefault("socket_timeout", DEFAULT_TIMEOUT_S)
+        options.setdefault("socket_connect_timeout", DEFAULT_TIMEOUT_S)
         super().__init__(_async_uri(uri), wrap_exceptions=wrap_exceptions,
                          implementation="redispy", key_prefix=key_prefix, **options)
 
