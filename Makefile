@@ -92,6 +92,7 @@ deb: build ## Build dist/redis-ratelimit_<version>_<arch>.deb (module in /usr/li
 
 test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball; both carry docs/
 	scripts/test-packages.sh $(VERSION) $(ARCH) $(DEB_ARCH)
+	scripts/check-python-artifacts.sh
 
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*' -- --ignored
