@@ -260,7 +260,7 @@ class _AsyncMixin:
         return self._scripts[which]
 
     def _rl_key(self, key: str, suffix: str) -> str:
-        return self.bridge.prefixed_key(key) + suffix
+        return str(self.bridge.prefixed_key(key)) + suffix
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         try:
