@@ -11,8 +11,6 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-import redis
-import redis.asyncio
 from fastapi import Depends, FastAPI
 from fastapi.testclient import TestClient
 
