@@ -90,8 +90,9 @@ deb: build ## Build dist/redis-ratelimit_<version>_<arch>.deb (module in /usr/li
 	@scripts/setup.sh packages
 	scripts/dist.sh deb $(VERSION) $(DEB_ARCH) $(MODULE_RELEASE)
 
-test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball; both carry docs/
+test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball; both carry docs/; the npm tarball of clients/node and the Python wheel and sdist of clients/python (name, LICENSE, metadata, installs and loads)
 	scripts/test-packages.sh $(VERSION) $(ARCH) $(DEB_ARCH)
+	scripts/check-node-artifacts.sh
 	scripts/check-python-artifacts.sh
 
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test

@@ -46,31 +46,69 @@ function classify(err) {
 }
 
 /**
- * Makes `send(args: (string|number)[]) => Promise<reply>` from a client:
+ * Why a client library would hold a command in its offline queue now, or null
+ * when it is connected. A command sent then would wait for a reconnection that
+ * may never come (node-redis and ioredis queue commands while disconnected), so
+ * a refused or lost connection would cost the whole timeout and read as
+ * 'timeout'. Instead such a command is not sent: it fails at once with reason
+ * 'connection'.
+ * - ioredis (`Redis`, `Cluster`): `status` 'reconnecting', 'close' or 'end'
+ *   (the status between attempts after a failure); 'wait' (lazyConnect: the
+ *   first command connects), 'connecting', 'connect' and 'ready' send;
+ * - node-redis client: `isReady` false (not connected, or reconnecting;
+ *   connect() must have been awaited). A node-redis cluster has no such flag:
+ *   its commands are bounded by the timeout only.
+ */
+const IOREDIS_DOWN = new Set(['reconnecting', 'close', 'end']);
+
+function offlineReason(client) {
+  if (typeof client.status === 'string' && typeof client.call === 'function') {
+    return IOREDIS_DOWN.has(client.status) ? `ioredis status '${client.status}'` : null;
+  }
+  if (client.isReady === false) return client.isOpen ? 'node-redis is reconnecting' : 'node-redis client is not open';
+  return null;
+}
+
+/** Wraps `send` so that nothing is queued in a disconnected client's offline queue. */
+function unqueued(client, send) {
+  return (args) => {
+    const why = offlineReason(client);
+    if (why !== null) {
+      return Promise.reject(new RateLimitUnavailableError(`Redis not connected (${why}): ${args[0]} not sent`, 'connection'));
+    }
+    return send(args);
+  };
+}
+
+/**
+ * Makes `send(args: (string|number)[]) => Promise<reply>` from a client. This
+ * is the one place where a command leaves for the server:
  * - ioredis (`Redis`, `Cluster`): `client.call(command, ...args)`;
- * - node-redis v4/v5 (`createClient`, `createCluster`): `client.sendCommand(args)`
- *   (for a cluster, the key's position is given so that it routes);
+ * - node-redis v4/v5 (`createClient`): `client.sendCommand(args)`;
+ * - node-redis cluster (`createCluster`): `client.sendCommand(firstKey, false, args)`
+ *   (the first key routes it: the second word, or RL.ALL's third);
  * - a function `(args) => Promise<reply>`: used as is.
+ * A disconnected ioredis or node-redis client fails at once (see offlineReason).
  */
 function senderFor(client) {
   if (typeof client === 'function') return client;
-  if (client == null) throw new TypeError('redis-ratelimit: a client (node-redis, ioredis or a function) is required');
+  if (client == null) throw new TypeError('redis-ratelimit-client: a client (node-redis, ioredis or a function) is required');
   if (typeof client.call === 'function' && !('isOpen' in client)) {
     // ioredis
-    return (args) => client.call(...args.map(String));
+    return unqueued(client, (args) => client.call(...args.map(String)));
   }
   if (typeof client.sendCommand === 'function') {
-    // node-redis; a cluster client takes (firstKey, isReadonly, args).
     if (typeof client.getSlotMaster === 'function' || typeof client.getMasters === 'function' || 'masters' in client) {
-      // RL.ALL numkeys key …: the first key is the third word.
-      return (args) => {
-        const firstKey = String(args[0]).toUpperCase() === 'RL.ALL' ? args[2] : args[1];
-        return client.sendCommand(String(firstKey), false, args.map(String));
-      };
+      return (args) => client.sendCommand(String(firstKeyOf(args)), false, args.map(String));
     }
-    return (args) => client.sendCommand(args.map(String));
+    return unqueued(client, (args) => client.sendCommand(args.map(String)));
   }
-  throw new TypeError('redis-ratelimit: unsupported client: give a node-redis or ioredis client, or a function (args) => Promise');
+  throw new TypeError('redis-ratelimit-client: unsupported client: give a node-redis or ioredis client, or a function (args) => Promise');
+}
+
+/** The first key of a command: RL.ALL numkeys key …: the third word; else the second. */
+function firstKeyOf(args) {
+  return String(args[0]).toUpperCase() === 'RL.ALL' ? args[2] : args[1];
 }
 
 /** `send` with a timeout (ms; 0 or Infinity: none) and classified errors. */
@@ -110,4 +148,4 @@ function withTimeout(send, timeoutMs) {
     });
 }
 
-module.exports = { RateLimitUnavailableError, senderFor, withTimeout, classify, isReplyError };
+module.exports = { RateLimitUnavailableError, senderFor, withTimeout, classify, isReplyError, offlineReason };

@@ -31,11 +31,11 @@ const POLICY_WINDOW_TTL_MS = 60_000;
 function specOf(spec) {
   const def = spec && SPECS[spec.type];
   if (!def) {
-    throw new TypeError(`redis-ratelimit: unknown limit type ${JSON.stringify(spec && spec.type)} (known: ${Object.keys(SPECS).join(', ')})`);
+    throw new TypeError(`redis-ratelimit-client: unknown limit type ${JSON.stringify(spec && spec.type)} (known: ${Object.keys(SPECS).join(', ')})`);
   }
   for (const p of def.params) {
     if (spec[p] === undefined || spec[p] === null || spec[p] === '') {
-      throw new TypeError(`redis-ratelimit: a '${spec.type}' limit needs '${p}'`);
+      throw new TypeError(`redis-ratelimit-client: a '${spec.type}' limit needs '${p}'`);
     }
   }
   return def;
@@ -99,7 +99,7 @@ const secondsUp = (ms) => Math.max(1, Math.ceil(ms / 1000));
 class RateLimitResult {
   constructor(reply, { name = 'default', windowS, keys } = {}) {
     if (!Array.isArray(reply) || reply.length < 5) {
-      throw new TypeError(`redis-ratelimit: unexpected reply ${JSON.stringify(reply)}`);
+      throw new TypeError(`redis-ratelimit-client: unexpected reply ${JSON.stringify(reply)}`);
     }
     this.limited = Number(reply[0]) === 1;
     this.limit = Number(reply[1]);
@@ -146,12 +146,12 @@ class RateLimitResult {
 /** The option words: TOKENS n | REFUND n, PEEK, BLOCK seconds. */
 function optionArgs({ tokens, refund, peek, block } = {}, { allowBlock = true } = {}) {
   const args = [];
-  if (tokens !== undefined && refund !== undefined) throw new TypeError('redis-ratelimit: tokens and refund exclude each other');
+  if (tokens !== undefined && refund !== undefined) throw new TypeError('redis-ratelimit-client: tokens and refund exclude each other');
   if (tokens !== undefined && tokens !== 1) args.push('TOKENS', tokens);
   if (refund !== undefined) args.push('REFUND', refund);
   if (peek) args.push('PEEK');
   if (block !== undefined && block !== null && block !== 0) {
-    if (!allowBlock) throw new TypeError('redis-ratelimit: block belongs to the policy (RL.POLICY SET … BLOCK)');
+    if (!allowBlock) throw new TypeError('redis-ratelimit-client: block belongs to the policy (RL.POLICY SET … BLOCK)');
     args.push('BLOCK', block);
   }
   return args;
@@ -170,12 +170,22 @@ function applyBlock(result, { block, peek } = {}) {
 }
 
 /**
- * The client of the module. `client`: node-redis (v4/v5), ioredis, or a
- * function (args) => Promise. Options: `timeoutMs` (default 1000; 0: none) —
- * a command that has not answered by then rejects with RateLimitUnavailableError.
+ * The default command timeout of every entry point (RateLimit, the middleware,
+ * the express-rate-limit Store, the rate-limiter-flexible-style limiters): a
+ * decision that Redis has not given within 250 ms is "unavailable" (fail open
+ * or closed), so a hung Redis adds at most that to a request.
+ */
+const DEFAULT_TIMEOUT_MS = 250;
+
+/**
+ * The client of the module. `client`: node-redis (v4/v5, client or cluster),
+ * ioredis (Redis or Cluster), or a function (args) => Promise. Options:
+ * `timeoutMs` (default 250; 0: none) — a command that has not answered by then
+ * rejects with RateLimitUnavailableError (reason 'timeout'); a client that is
+ * not connected rejects at once (reason 'connection').
  */
 class RateLimit {
-  constructor(client, { timeoutMs = 1000 } = {}) {
+  constructor(client, { timeoutMs = DEFAULT_TIMEOUT_MS } = {}) {
     this.timeoutMs = timeoutMs;
     this.send = withTimeout(senderFor(client), timeoutMs);
     this._policyWindows = new Map(); // policy name -> { windowS, until }
@@ -277,16 +287,16 @@ class RateLimit {
    * `result.which` is the index of the binding limit in `limits`.
    */
   async all(limits, opts = {}) {
-    if (!Array.isArray(limits) || limits.length === 0) throw new TypeError('redis-ratelimit: all() needs a non-empty array of limits');
+    if (!Array.isArray(limits) || limits.length === 0) throw new TypeError('redis-ratelimit-client: all() needs a non-empty array of limits');
     const keys = [];
     const words = [];
     for (const l of limits) {
       const def = specOf(l);
-      if (!def.word) throw new TypeError(`redis-ratelimit: a '${l.type}' limit cannot be part of RL.ALL`);
+      if (!def.word) throw new TypeError(`redis-ratelimit-client: a '${l.type}' limit cannot be part of RL.ALL`);
       if (l.type === 'fixedWindow' && l.align && String(l.align).toLowerCase() !== 'epoch') {
-        throw new TypeError("redis-ratelimit: RL.ALL takes fixed windows aligned on the clock only (align 'epoch')");
+        throw new TypeError("redis-ratelimit-client: RL.ALL takes fixed windows aligned on the clock only (align 'epoch')");
       }
-      if (l.type === 'slidingWindow' && l.buckets) throw new TypeError('redis-ratelimit: RL.ALL takes sliding windows without buckets');
+      if (l.type === 'slidingWindow' && l.buckets) throw new TypeError('redis-ratelimit-client: RL.ALL takes sliding windows without buckets');
       keys.push(l.key);
       words.push(def.word, ...def.params.map((p) => l[p]));
     }
@@ -307,4 +317,4 @@ class RateLimit {
   }
 }
 
-module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, SPECS, optionArgs };
+module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, SPECS, optionArgs, DEFAULT_TIMEOUT_MS };

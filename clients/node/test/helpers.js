@@ -98,9 +98,10 @@ const CLIENTS = {
   },
 };
 
-function request(port, { path: urlPath = '/', method = 'GET', headers = {} } = {}) {
+/** One HTTP request; rejects after `timeoutMs` (default 5000) without an answer. */
+function request(port, { path: urlPath = '/', method = 'GET', headers = {}, timeoutMs = 5000 } = {}) {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: urlPath, method, headers, agent: false }, (res) => {
+    const req = http.request({ host: '127.0.0.1', port, path: urlPath, method, headers, agent: false, timeout: timeoutMs }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d) => {
@@ -108,6 +109,7 @@ function request(port, { path: urlPath = '/', method = 'GET', headers = {} } = {
       });
       res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
     });
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on('error', reject);
     req.end();
   });
@@ -144,13 +146,17 @@ function hungServer() {
   });
 }
 
+/** `(...words) => Promise<reply>`: a raw command through either library. */
+function raw(client) {
+  return typeof client.call === 'function' && !('isOpen' in client)
+    ? (...a) => client.call(...a.map(String))
+    : (...a) => client.sendCommand(a.map(String));
+}
+
 async function commandCalls(client, command) {
-  const send = typeof client.call === 'function' && !('isOpen' in client)
-    ? (...a) => client.call(...a)
-    : (...a) => client.sendCommand(a);
-  const info = String(await send('INFO', 'commandstats'));
+  const info = String(await raw(client)('INFO', 'commandstats'));
   const m = new RegExp(`cmdstat_${command.toLowerCase().replace('.', '\\.')}:calls=(\\d+)`).exec(info);
   return m ? Number(m[1]) : 0;
 }
 
-module.exports = { sleep, freePort, startRedis, CLIENTS, request, listen, hungServer, commandCalls };
+module.exports = { sleep, freePort, startRedis, CLIENTS, request, listen, hungServer, commandCalls, raw };
