@@ -444,3 +444,36 @@ def test_one_flow_decides_for_wsgi_asgi_and_fastapi(server, r, monkeypatch) -> N
     with TestClient(fastapi_app(server.port)) as client:
         assert client.get("/items").status_code == 200
     assert seen == ["/api/wsgi", "/api/asgi", "/items"]
+
+
+def test_back_off_with_a_scripted_limiter() -> None:
+    """Outages mark Redis down and double the wait; an error reply or a decision marks it up."""
+    import redis.exceptions
+
+    script: List[Any] = [redis.exceptions.ConnectionError("refused"),
+                         redis.exceptions.TimeoutError("timeout"),
+                         redis.exceptions.ResponseError("unknown command"),
+                         Decision(False, 3, 2, -1, 1000)]
+    asked: List[str] = []
+
+    class Scripted:
+        def check(self, key: str, limit: Limit, *, tokens: int = 1,
+                  name: Optional[str] = None) -> Decision:
+            asked.append(key)
+            step = script.pop(0)
+            if isinstance(step, Exception):
+                raise step
+            return step
+
+    app = WSGIRateLimitMiddleware(hello_wsgi, Scripted(), RULES, recheck_after_s=0.05,
+                                  recheck_max_s=0.08)
+    health = app.flow.health
+    assert wsgi_get(app, "/api/", user="s")[0] == 200 and health.down  # refused
+    assert wsgi_get(app, "/api/", user="s")[0] == 200 and len(asked) == 1  # not asked
+    time.sleep(0.06)
+    assert wsgi_get(app, "/api/", user="s")[0] == 200 and len(asked) == 2  # checked: timeout
+    assert health.down and health._wait_s == 0.08  # doubled, capped
+    time.sleep(0.09)
+    assert wsgi_get(app, "/login", method="POST")[0] == 503  # checked: an error reply
+    assert not health.down and len(asked) == 3
+    assert "RateLimit" in wsgi_get(app, "/api/", user="s")[1]

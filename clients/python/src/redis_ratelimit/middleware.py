@@ -481,6 +481,8 @@ class RateLimitFlow:
     def _failed(self, step: _Pending, exc: BaseException) -> Outcome:
         if isinstance(exc, OUTAGES):
             self.health.failed()
+        else:
+            self.health.succeeded()  # an error reply: the server is there
         return self._without_redis(step, exc)
 
     def _without_redis(self, step: _Pending, exc: Optional[BaseException]) -> Outcome:
