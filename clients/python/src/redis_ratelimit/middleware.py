@@ -122,8 +122,8 @@ def header_key(name: str, fallback: Optional[KeyFunc] = client_ip) -> KeyFunc:
 
 
 class SyncLimiter(Protocol):
-    """What the WSGI middleware needs: :class:`~redis_ratelimit.RateLimiter` (or
-    :class:`MemoryFallback`)."""
+    """What the WSGI middleware needs: :class:`~redis_ratelimit.RateLimiter`, or any object
+    whose ``check`` decides (and raises redis-py's errors or ``OSError`` when it cannot)."""
 
     def check(
         self, key: str, limit: Limit, *, tokens: int = ..., name: Optional[str] = ...
