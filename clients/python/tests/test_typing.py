@@ -14,7 +14,9 @@ HERE = Path(__file__).resolve().parent / "typing"
 
 
 def mypy(tmp_path: Path, *args: str) -> list[str]:
+    # import-untyped: redis-py before 5 has no py.typed; what is checked here is this package.
     stdout, stderr, _ = api.run(["--strict", "--no-error-summary", "--show-error-codes",
+                                 "--disable-error-code", "import-untyped",
                                  "--cache-dir", str(tmp_path / "mypy-cache"), *args])
     assert not stderr, stderr
     return [line for line in stdout.splitlines() if ": error:" in line]
@@ -35,4 +37,5 @@ def test_a_typed_app_passes_and_misuse_is_caught(tmp_path: Path) -> None:
 
 
 def test_the_package_itself_passes_mypy_strict(tmp_path: Path) -> None:
+    pytest.importorskip("limits", minversion="5")  # limits_storage needs it (Python 3.10+)
     assert mypy(tmp_path, "-p", "redis_ratelimit") == []
