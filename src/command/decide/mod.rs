@@ -300,8 +300,14 @@ struct At<'o> {
 }
 
 impl At<'_> {
-    /// The `BLOCK` asked for: the longer of the call's and its policy's.
+    /// The `BLOCK` asked for: the longer of the call's and its policy's;
+    /// none for a `SHADOW` limit, whose refusals write nothing (its reply
+    /// is then its limiter's, not one answered as made during a block that
+    /// is never written).
     fn block_us(&self) -> Option<i64> {
+        if self.modes.shadow {
+            return None;
+        }
         longer(self.options.block_us, self.modes.block_us)
     }
 }
