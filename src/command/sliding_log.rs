@@ -7,7 +7,10 @@
 //! `zset-max-listpack-entries` entries: about 12 bytes per logged token at
 //! limit 100 (a 64-bit score and a two-byte member). A sorted set whose newest
 //! entry is not of that shape (a leaderboard, say) gets an
-//! `ERR … not RL.SLIDINGLOG state` reply and is left alone.
+//! `ERR … not RL.SLIDINGLOG state` reply and is left alone; so does one
+//! longer than any log ([`SlidingLog::MAX_ENTRIES`]), one whose newest entry
+//! or block lies beyond the horizon, and one where any entry a call walks has
+//! a member the module did not write ([`Error::ForeignState`]).
 //!
 //! **Bounded work.** `limit` is at most the module setting
 //! `sliding-log-max-limit` (default 1,000; see [`super::settings`]). A call
@@ -21,7 +24,8 @@
 //! An allowed request propagates exactly its effects: `ZREM key <member> …`
 //! (when it removed any), `ZADD key <t_us> <member> …`,
 //! `PEXPIREAT key <ms>`, and raises `zrem`, `zadd` and `expire` after closing
-//! the key. A limited request writes nothing.
+//! the key. A limited request writes nothing. A refund that empties the log
+//! unlinks the key (lazy free) and propagates `UNLINK`.
 
 use super::args::Args;
 use super::{docs, Answer, ReplyUnit, Spec};
