@@ -24,7 +24,7 @@ local function build()
 local byte, sub, find, upper, format = string.byte, string.sub, string.find, string.upper, string.format
 local floor, fmod = math.floor, math.fmod
 local rcall, rpcall = redis.call, redis.pcall
-local tonumber, type, error, pcall = tonumber, type, error, pcall
+local tonumber, type, error, pcall, unpack = tonumber, type, error, pcall, unpack
 
 local TWO52 = 4503599627370496
 local TWO53 = 9007199254740992
@@ -802,6 +802,239 @@ local function apply_string(key, write)
 end
 
 ---------------------------------------------------------------------------
+-- Sliding log (core/src/algorithm/sliding_log.rs, src/command/sliding_log.rs):
+-- a sorted set of accepted tokens scored by their µs timestamp, members
+-- small integers below max(2 × limit, 128); a block is the member "B"
+-- scored by its end.
+
+local SLIDINGLOG = { command = 'RL.SLIDINGLOG' }
+
+local function e_over_budget(entries)
+  fail('ERR this call may touch ' .. dec(entries) .. ' sliding-log entries (limit + TOKENS of each SLIDINGLOG), more than the module\'s sliding-log-call-budget of ' .. dec(SLIDING_LOG_CALL_BUDGET) .. '; use fewer or smaller SLIDINGLOG limits, or RL.SLIDINGWINDOW')
+end
+
+-- The entries a call of `tokens` may touch: limit + min(tokens, limit).
+local function log_entries(lim, tokens)
+  if tokens > lim.limit then return lim.limit + lim.limit end
+  if tokens < 0 then return lim.limit end
+  return lim.limit + tokens
+end
+
+function SLIDINGLOG.parse(a, at)
+  local limit = integer(a, at, 'limit')
+  local window_us = seconds_as_us(a, at + 1, 'window')
+  if limit < 1 or limit > SLIDING_LOG_HARD_MAX then e_range('limit', '>= 1 and <= 100000') end
+  if window_us < 1 or window_us > MAX_PERIOD_US then e_period('window') end
+  if limit > SLIDING_LOG_MAX_LIMIT then
+    fail('ERR limit must be <= ' .. dec(SLIDING_LOG_MAX_LIMIT) .. ' (the module\'s sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW')
+  end
+  local lim = { limit = limit, w = window_us }
+  local entries = log_entries(lim, 1)
+  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+  return lim
+end
+
+-- A score as the module reads it (`as i64`: toward zero).
+local function score_us(score)
+  if score < 0 then return -floor(-score) end
+  return floor(score)
+end
+
+-- The log of `key`: nil for no key, else {newest, newest_member,
+-- blocked_until, key}; errors for another type or a foreign newest entry.
+local function log_open(key)
+  local top = rpcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  if top.err then fail(E_WRONGTYPE) end
+  if #top == 0 then return nil end
+  local z = { key = key }
+  local i = 1
+  if top[1] == 'B' then i = 3 end
+  local member = top[i]
+  if member ~= nil then
+    local score = tonumber(top[i + 1])
+    local id = to_int(member)
+    if not (score == score and score > -1 / 0 and score < 1 / 0 and score == floor(score) and score >= 1e14
+        and id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX) then
+      e_invalid('RL.SLIDINGLOG')
+    end
+    z.newest, z.member = score_us(score), id
+  end
+  if i == 3 then
+    z.blocked = score_us(tonumber(top[2]))
+  else
+    local b = rcall('ZSCORE', key, 'B')
+    if b then z.blocked = score_us(tonumber(b)) end
+  end
+  return z
+end
+
+-- Entries (not the block) scored after `after`, at most `at_most`.
+local function log_count_after(z, after, at_most)
+  if z == nil then return 0 end
+  local n = rcall('ZCOUNT', z.key, '(' .. dec(after), '+inf')
+  if z.blocked and z.blocked > after then n = n - 1 end
+  if n < 0 then n = 0 end
+  if n > at_most then n = at_most end
+  return n
+end
+
+-- The score of the k-th (0-based) newest entry, not the block.
+local function log_nth_newest(z, k)
+  if z == nil then return nil end
+  local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, k + 2)
+  local seen = 0
+  for i = 1, #got, 2 do
+    if got[i] ~= 'B' then
+      if seen == k then return score_us(tonumber(got[i + 1])) end
+      seen = seen + 1
+    end
+  end
+  return nil
+end
+
+function SLIDINGLOG.take(lim, z, now, cost)
+  local newest = z and z.newest
+  local t = now
+  if newest and newest > now then t = newest end
+  local cutoff = t - lim.w
+  local live = log_count_after(z, cutoff, lim.limit + 1)
+  local reset = 0
+  if newest and live > 0 then reset = newest + lim.w - now end
+  local remaining = lim.limit - live
+  if remaining < 0 then remaining = 0 end
+  if cost > lim.limit then return decision(true, lim.limit, remaining, false, reset) end
+  if live + cost > lim.limit then
+    local retry = reset
+    local ts = log_nth_newest(z, lim.limit - cost)
+    if ts then retry = ts + lim.w - now end
+    if retry < 1 then retry = 1 end
+    return decision(true, lim.limit, remaining, retry, reset)
+  end
+  local expire = t + lim.w
+  local upd
+  if cost > 0 then
+    reset = expire - now
+    upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
+  end
+  return decision(false, lim.limit, lim.limit - live - cost, false, reset), upd
+end
+
+-- A refund: the decision, and (remove_newest, delete, expire_us).
+function SLIDINGLOG.refund(lim, z, now, tokens)
+  local newest = z and z.newest
+  local t = now
+  if newest and newest > now then t = newest end
+  local cutoff = t - lim.w
+  local live = log_count_after(z, cutoff, lim.limit + 1)
+  local remove = tokens
+  if remove > live then remove = live end
+  if remove < 0 then remove = 0 end
+  local left = live - remove
+  local newest_left
+  if left > 0 then newest_left = log_nth_newest(z, remove) end
+  local expire = now
+  if newest_left then expire = newest_left + lim.w end
+  local remaining = lim.limit - left
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if newest_left then
+    reset = expire - now
+    if reset < 0 then reset = 0 end
+  end
+  return decision(false, lim.limit, remaining, false, reset), remove, left == 0 and remove > 0, expire
+end
+
+function SLIDINGLOG.plan(key, lim, at)
+  local now = at.now
+  local z = log_open(key)
+  local block_end = z and z.blocked
+  local in_force = block_end and block_end > now and block_end or nil
+  local d, write, blocked = nil, nil, false
+  if not at.refund then
+    local upd
+    d, upd = SLIDINGLOG.take(lim, z, now, at.n)
+    if in_force then d = blocked_decision(d, in_force, now) end
+    blocked = in_force ~= nil
+    if not d[1] then
+      if upd then
+        upd.log = 'take'
+        upd.next = z and z.member and z.member + 1 or 0
+        upd.limit = lim.limit
+        write = upd
+      end
+    elseif at.block_us and z and d[4] then
+      local new_until = now + at.block_us
+      if in_force and in_force > new_until then new_until = in_force end
+      d = blocked_decision(d, new_until, now)
+      write = { log = 'block', block_end = new_until, now_ms = at.now_ms }
+    end
+  else
+    local remove, delete, expire
+    d, remove, delete, expire = SLIDINGLOG.refund(lim, z, now, at.n)
+    if remove > 0 then
+      if in_force and in_force > expire then expire = in_force end
+      write = { log = 'refund', remove = remove, delete = delete and not in_force, expire = expire }
+    end
+  end
+  return { d, blocked and d[1], write }
+end
+
+-- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the clock (ms; -1
+-- for none).
+local function expire_time_ms(key, now_ms)
+  local ms = rpcall('PEXPIRETIME', key)
+  if type(ms) ~= 'number' then
+    local ttl = rcall('PTTL', key)
+    ms = ttl >= 0 and (now_ms + ttl) or -1
+  end
+  return ms
+end
+
+function SLIDINGLOG.apply(key, w)
+  if w.log == 'take' then
+    local cutoff = dec(w.cutoff)
+    local removed = rcall('ZRANGEBYSCORE', key, '-inf', cutoff, 'LIMIT', 0, w.remove_at_most)
+    if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
+    local modulus = 2 * w.limit
+    if modulus < 128 then modulus = 128 end
+    local at = dec(w.at)
+    local args = {}
+    local added, tries, next_member = 0, 0, w.next
+    while added < w.count do
+      if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
+      tries = tries + 1
+      local member = dec(fmod(next_member, modulus))
+      next_member = next_member + 1
+      local score = rcall('ZSCORE', key, member)
+      if not score or tonumber(score) <= w.cutoff then
+        args[#args + 1] = at
+        args[#args + 1] = member
+        added = added + 1
+      end
+    end
+    rcall('ZADD', key, unpack(args))
+    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+  elseif w.log == 'block' then
+    rcall('ZADD', key, dec(w.block_end), 'B')
+    local current = expire_time_ms(key, w.now_ms)
+    if current < 0 then current = 0 end
+    local ms = ceil_ms(w.block_end)
+    if current > ms then ms = current end
+    rcall('PEXPIREAT', key, ms)
+  elseif w.delete then
+    rcall('DEL', key)
+  else
+    local got = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'LIMIT', 0, w.remove + 1)
+    local removed = {}
+    for i = 1, #got do
+      if got[i] ~= 'B' and #removed < w.remove then removed[#removed + 1] = got[i] end
+    end
+    if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
+    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+  end
+end
+
+---------------------------------------------------------------------------
 -- Commands
 
 -- The five integers of a reply in ms (src/command/mod.rs reply_fields).
@@ -825,12 +1058,38 @@ local function at_of(o, ro)
   return { refund = o.refund, n = o.n, block_us = o.block_us, peek = o.peek or ro }
 end
 
--- One string-state limiter: plan, write unless PEEK, reply.
-local function run_one(key, alg, lim, o, ro)
+local function plan_key(key, lim, at)
+  local alg = lim.alg
+  if alg.plan then return alg.plan(key, lim, at) end
+  return plan_string(key, alg, lim, at)
+end
+
+local function apply(key, lim, write)
+  if write == nil then return end
+  if lim.alg.apply then
+    lim.alg.apply(key, write)
+  else
+    apply_string(key, write)
+  end
+end
+
+-- The sliding-log entries a call may touch, against the module's
+-- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
+local function check_budget(lims, n)
+  local entries = 0
+  for i = 1, #lims do
+    if lims[i].alg == SLIDINGLOG then entries = entries + log_entries(lims[i], n) end
+  end
+  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+end
+
+-- One limiter: plan, write unless PEEK, reply.
+local function run_one(key, lim, o, ro)
+  check_budget({ lim }, o.n)
   local at = at_of(o, ro)
   clock(at, o)
-  local p = plan_string(key, alg, lim, at)
-  if not at.peek then apply_string(key, p[3]) end
+  local p = plan_key(key, lim, at)
+  if not at.peek then apply(key, lim, p[3]) end
   return reply_ms(p[1])
 end
 
@@ -857,7 +1116,7 @@ local function kind_command(fname, command, alg, params)
     local lim = alg.parse(a, 2)
     lim.alg = alg
     local o = options(a, 2 + params)
-    return run_one(a[1], alg, lim, o, ro)
+    return run_one(a[1], lim, o, ro)
   end
 end
 
@@ -866,6 +1125,7 @@ local COMMANDS = {}
 COMMANDS.rl_gcra = kind_command('rl_gcra', 'rl.gcra', GCRA, 3)
 COMMANDS.rl_tokenbucket = kind_command('rl_tokenbucket', 'rl.tokenbucket', TOKENBUCKET, 3)
 COMMANDS.rl_leakybucket = kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
+COMMANDS.rl_slidinglog = kind_command('rl_slidinglog', 'rl.slidinglog', SLIDINGLOG, 2)
 
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
 
@@ -889,7 +1149,7 @@ COMMANDS.rl_fixedwindow = function(keys, args, ro)
     return 2
   end, FIXED_SYNTAX)
   lim.first = align == 'FIRST'
-  return run_one(a[1], FIXEDWINDOW, lim, o, ro)
+  return run_one(a[1], lim, o, ro)
 end
 
 local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
@@ -909,7 +1169,7 @@ COMMANDS.rl_slidingwindow = function(keys, args, ro)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
   lim.alg = SLIDINGWINDOW
-  return run_one(a[1], SLIDINGWINDOW, lim, o, ro)
+  return run_one(a[1], lim, o, ro)
 end
 
 COMMANDS.rl_version = function()
@@ -956,6 +1216,7 @@ if redis.register_function then
   register('rl_leakybucket')
   register('rl_fixedwindow')
   register('rl_slidingwindow')
+  register('rl_slidinglog')
   redis.register_function { function_name = 'rl_version', flags = { 'no-writes' }, callback = function()
     return VERSION
   end }
