@@ -705,6 +705,193 @@ function SLIDINGWINDOW.refund(lim, s, now, tokens)
 end
 
 ---------------------------------------------------------------------------
+-- Sliding window over k sub-windows (core/src/algorithm/bucket_window.rs,
+-- `RL.SLIDINGWINDOW … BUCKETS k`). State: `K`, the sub-window length and the
+-- newest sub-window's index (zig-zag) as LEB128 varints, then the counts as
+-- little-endian u32, newest first.
+
+local BUCKETWINDOW = { command = 'RL.SLIDINGWINDOW' }
+local char = string.char
+
+local function bucket_window_new(limit, window_us, k)
+  check_limit_and_window(limit, window_us)
+  if limit > 4294967295 then e_range('limit', '<= 4294967295 with BUCKETS') end
+  if k < 2 or k > 60 then e_range('BUCKETS', '>= 2 and <= 60') end
+  return { limit = limit, w = window_us, k = k, sub = ceil_div(window_us, k), alg = BUCKETWINDOW }
+end
+
+-- A varint at `i`: its value (nil: malformed; false: 2^53 or more) and the
+-- next index.
+local function take_varint(bytes, i)
+  local value, scale = 0, 1
+  for j = 0, 9 do
+    local b = byte(bytes, i + j)
+    if b == nil then return nil end
+    local part = b % 128
+    if j == 9 and part > 1 then return nil end
+    value = value + part * scale
+    scale = scale * 128
+    if b < 128 then
+      if value >= TWO53 then return false, i + j + 1 end
+      return value, i + j + 1
+    end
+  end
+  return nil
+end
+
+function BUCKETWINDOW.decode(lim, inner)
+  if byte(inner, 1) ~= 75 then
+    if sliding_decode(inner) ~= nil then e_buckets_mismatch('without BUCKETS') end
+    return nil
+  end
+  local sub_us, i = take_varint(inner, 2)
+  if sub_us == nil then return nil end
+  local zigzag, j = take_varint(inner, i)
+  if zigzag == nil then return nil end
+  if sub_us == false or zigzag == false then return false end
+  if sub_us < 1 then return nil end
+  local newest = zigzag / 2
+  if zigzag % 2 == 1 then newest = -(zigzag + 1) / 2 end
+  local rest = #inner - j + 1
+  if rest == 0 or rest % 4 ~= 0 or rest / 4 > 60 then return nil end
+  local counts = {}
+  for c = 1, rest / 4 do
+    local b0, b1, b2, b3 = byte(inner, j + 4 * c - 4, j + 4 * c - 1)
+    counts[c] = b0 + 256 * (b1 + 256 * (b2 + 256 * b3))
+  end
+  return { sub = sub_us, newest = newest, counts = counts }
+end
+
+local function put_varint(v)
+  local out = ''
+  while v >= 128 do
+    local part = fmod(v, 128)
+    out = out .. char(part + 128)
+    v = (v - part) / 128
+  end
+  return out .. char(v)
+end
+
+local function u32le(c)
+  local b0 = c % 256; c = (c - b0) / 256
+  local b1 = c % 256; c = (c - b1) / 256
+  local b2 = c % 256
+  return char(b0, b1, b2, (c - b2) / 256)
+end
+
+-- The view at now: the current sub-window's index and view[i] (1-based:
+-- view[1] is the current sub-window's count).
+local function bucket_view(lim, s, now)
+  local k, view = lim.k, {}
+  for i = 1, k do view[i] = 0 end
+  local now_index = floor_div(now, lim.sub)
+  if s == nil then return now_index, view end
+  if s.sub ~= lim.sub then
+    local window_start = now - lim.w
+    local sum = 0
+    for i = 1, #s.counts do
+      if (s.newest - (i - 1) + 1) * s.sub > window_start then sum = sum + s.counts[i] end
+    end
+    if sum > 4294967295 then sum = 4294967295 end
+    view[1] = sum
+    return now_index, view
+  end
+  local current = now_index
+  if s.newest > current then current = s.newest end
+  local shift = current - s.newest
+  for i = 1, #s.counts do
+    local at = shift + i
+    if at <= k then view[at] = s.counts[i] end
+  end
+  return current, view
+end
+
+-- The encoded state of a view (nil when all is 0), and when it empties.
+local function bucket_encode(lim, current, view)
+  local first, last
+  for i = 1, lim.k do
+    if view[i] > 0 then
+      first = first or i
+      last = i
+    end
+  end
+  if first == nil then return nil end
+  local newest = current - (first - 1)
+  local zigzag = newest >= 0 and 2 * newest or -2 * newest - 1
+  local parts = { 'K', put_varint(lim.sub), put_varint(zigzag) }
+  for i = first, last do parts[#parts + 1] = u32le(view[i]) end
+  return table.concat(parts)
+end
+
+local function bucket_empty_at(lim, current, view)
+  for i = 1, lim.k do
+    if view[i] > 0 then return (current - (i - 1) + lim.k) * lim.sub end
+  end
+  return nil
+end
+
+local function bucket_window_decision(lim, limited, counted, retry, empty_at, now)
+  local remaining = lim.limit - counted
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if empty_at then
+    reset = empty_at - now
+    if reset < 0 then reset = 0 end
+  end
+  return decision(limited, lim.limit, remaining, retry, reset)
+end
+
+function BUCKETWINDOW.take(lim, s, now, cost)
+  local current, view = bucket_view(lim, s, now)
+  local k = lim.k
+  local counted = 0
+  for i = 1, k do counted = counted + view[i] end
+  if cost > lim.limit then
+    return bucket_window_decision(lim, true, counted, false, bucket_empty_at(lim, current, view), now)
+  end
+  if counted + cost <= lim.limit then
+    local upd
+    if cost > 0 then
+      local c = view[1] + cost
+      if c > 4294967295 then c = 4294967295 end
+      view[1] = c
+      upd = { bucket_encode(lim, current, view), bucket_empty_at(lim, current, view) }
+    end
+    return bucket_window_decision(lim, false, counted + cost, false, bucket_empty_at(lim, current, view), now), upd
+  end
+  local empty = bucket_empty_at(lim, current, view)
+  local left, retry = counted, false
+  for i = k, 1, -1 do
+    if view[i] ~= 0 then
+      left = left - view[i]
+      if left + cost <= lim.limit then
+        retry = (current - (i - 1) + k) * lim.sub - now
+        if retry < 1 then retry = 1 end
+        break
+      end
+    end
+  end
+  return bucket_window_decision(lim, true, counted, retry, empty, now)
+end
+
+function BUCKETWINDOW.refund(lim, s, now, tokens)
+  if s == nil then return (BUCKETWINDOW.take(lim, nil, now, 0)), nil end
+  local current, view = bucket_view(lim, s, now)
+  local give = tokens
+  for i = 1, lim.k do
+    local take = view[i]
+    if give < take then take = give end
+    view[i] = view[i] - take
+    give = give - take
+  end
+  local value = bucket_encode(lim, current, view)
+  local new_state = value and BUCKETWINDOW.decode(lim, value)
+  local d = BUCKETWINDOW.take(lim, new_state, now, 0)
+  if value == nil then return d, DELETE end
+  return d, { value, bucket_empty_at(lim, current, view) }
+end
+
+---------------------------------------------------------------------------
 -- Storage of string states (src/command/decide/storage.rs) with their block
 -- (core/src/algorithm/block.rs: `B<blocked_until_us>;` + the state).
 
@@ -1165,7 +1352,8 @@ COMMANDS.rl_slidingwindow = function(keys, args, ro)
     return 2
   end, SLIDING_SYNTAX)
   if buckets ~= nil then
-    fail('ERR BUCKETS is not available in the Functions library yet')
+    lim = bucket_window_new(integer(a, 2, 'limit'), seconds_as_us(a, 3, 'window'), buckets)
+    return run_one(a[1], lim, o, ro)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
   lim.alg = SLIDINGWINDOW
