@@ -892,6 +892,131 @@ function BUCKETWINDOW.refund(lim, s, now, tokens)
 end
 
 ---------------------------------------------------------------------------
+-- CL.THROTTLE (core/src/algorithm/cell.rs): redis-cell's GCRA in
+-- nanoseconds. Instants and durations in ns are kept as pairs (µs, ns) with
+-- 0 <= ns < 1000, exact where a ns count passes 2^53. State: the TAT in ns
+-- (decimal), or below 10^17 a TAT in µs.
+
+local CELL = { command = 'CL.THROTTLE' }
+
+local function pair_sub(aus, ans, bus, bns)
+  local us, ns = aus - bus, ans - bns
+  if ns < 0 then ns = ns + 1000; us = us - 1 end
+  return us, ns
+end
+
+local function pair_add(aus, ans, bus, bns)
+  local us, ns = aus + bus, ans + bns
+  if ns >= 1000 then ns = ns - 1000; us = us + 1 end
+  return us, ns
+end
+
+-- a > b
+local function pair_gt(aus, ans, bus, bns)
+  return aus > bus or (aus == bus and ans > bns)
+end
+
+local function cell_new(max_burst, cpp, period_secs, raw_burst)
+  if max_burst < 0 then e_range('max_burst', '>= 0') end
+  if cpp < 1 then e_range('count_per_period', '>= 1') end
+  if period_secs < 1 then e_period('period') end
+  if period_secs > 31622400 then e_range('period', '>= 1 and <= 31622400 (366 days)') end
+  -- redis-cell's f64 division, truncated.
+  local t = floor(period_secs * 1e9 / cpp)
+  if t < 1000 then e_rate('count_per_period') end
+  if raw_burst == I64_MAX then fail(E_OVERFLOW) end
+  local limit = max_burst + 1
+  local t_ns = fmod(t, 1000)
+  local t_us = (t - t_ns) / 1000
+  -- τ = T × limit ns, as (µs, ns).
+  local tau_us, tau_ns
+  if limit > 1e17 then
+    fail(E_OVERFLOW)
+  end
+  local q, r = muldiv(t_ns, limit, 0, 1000)
+  tau_us, tau_ns = t_us * limit + (q or TWO53), r
+  if tau_us > 9e16 or (tau_us == 9e16 and tau_ns > 0) then fail(E_OVERFLOW) end
+  if tau_us > MAX_PERIOD_US or (tau_us == MAX_PERIOD_US and tau_ns > 0) then fail(E_REFILL) end
+  return { t_us = t_us, t_ns = t_ns, limit = limit, tau_us = tau_us, tau_ns = tau_ns, alg = CELL }
+end
+
+function CELL.decode(lim, inner)
+  local n = #inner
+  if n == 0 or n > 19 or find(inner, '%D') then return nil end
+  local z = find(inner, '[^0]')
+  local digits = z and sub(inner, z) or '0'
+  if #digits == 19 and digits > I64_MAX then return nil end
+  if #digits >= 18 then
+    -- ≥ 10^17: nanoseconds.
+    return { tonumber(sub(digits, 1, -4)), tonumber(sub(digits, -3)) }
+  end
+  local us = parse_decimal(digits)
+  if us == false then return false end
+  return { us, 0 }
+end
+
+local function cell_remaining(lim, ttl_us, ttl_ns)
+  local nus, nns = pair_sub(lim.tau_us, lim.tau_ns, ttl_us, ttl_ns)
+  -- next <= −T: nothing left.
+  local mus, mns = pair_sub(0, 0, lim.t_us, lim.t_ns)
+  if not pair_gt(nus, nns, mus, mns) then return 0 end
+  -- next / 1000 toward zero, divided in f64 by T / 1000, toward zero.
+  local a = nus
+  if nus < 0 and nns > 0 then a = nus + 1 end
+  local count = a / lim.t_us
+  if count < 0 then count = -floor(-count) else count = floor(count) end
+  if count < 0 then count = 0 end
+  if count > lim.limit then count = lim.limit end
+  return count
+end
+
+local function cell_decision(lim, cost, limited, ttl_us, ttl_ns, retry_us)
+  local remaining = cell_remaining(lim, ttl_us, ttl_ns)
+  if retry_us then
+    if cost - 1 < remaining then remaining = cost - 1 end
+    if remaining < 0 then remaining = 0 end
+  end
+  return decision(limited, lim.limit, remaining, retry_us or false, ttl_us)
+end
+
+function CELL.take(lim, tat, now, cost)
+  local tus, tns = now, 0
+  if tat and pair_gt(tat[1], tat[2], now, 0) then tus, tns = tat[1], tat[2] end
+  local ttl_us, ttl_ns = pair_sub(tus, tns, now, 0)
+  if cost > lim.limit then return cell_decision(lim, cost, true, ttl_us, ttl_ns, nil) end
+  local q, r = muldiv(lim.t_ns, cost, 0, 1000)
+  local ius, ins = lim.t_us * cost + q, r
+  local nus, nns = pair_add(tus, tns, ius, ins)
+  local lus, lns = pair_sub(nus, nns, now, 0)
+  if pair_gt(lus, lns, lim.tau_us, lim.tau_ns) then
+    local rus = pair_sub(lus, lns, lim.tau_us, lim.tau_ns)
+    return cell_decision(lim, cost, true, ttl_us, ttl_ns, rus)
+  end
+  local upd
+  if ius > 0 or ins > 0 then
+    local value
+    if nus >= 1e14 then
+      value = dec(nus) .. format('%03d', nns)
+    else
+      value = dec(nus + (nns > 0 and 1 or 0))
+    end
+    upd = { value, nus + (nns > 0 and 1 or 0) }
+  end
+  return cell_decision(lim, cost, false, lus, lns, nil), upd
+end
+
+-- Seconds as redis-cell replies them: whole seconds, plus one for a
+-- non-zero millisecond part.
+local function reply_secs(us)
+  local r = fmod(us, 1000000)
+  local secs = (us - r) / 1000000
+  local ms = r / 1000
+  if ms < 0 then ms = -floor(-ms) else ms = floor(ms) end
+  if ms > 0 then secs = secs + 1 end
+  return secs
+end
+
+---------------------------------------------------------------------------
 -- Storage of string states (src/command/decide/storage.rs) with their block
 -- (core/src/algorithm/block.rs: `B<blocked_until_us>;` + the state).
 
@@ -1270,13 +1395,24 @@ local function check_budget(lims, n)
   if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
 end
 
+-- The five integers in seconds (CL.THROTTLE).
+local function reply_secs5(d)
+  local retry = -1
+  if d[4] then
+    retry = reply_secs(d[4])
+    if d[1] and retry < 1 then retry = 1 end
+  end
+  return { d[1] and 1 or 0, d[2], d[3], retry, reply_secs(d[5]) }
+end
+
 -- One limiter: plan, write unless PEEK, reply.
-local function run_one(key, lim, o, ro)
+local function run_one(key, lim, o, ro, secs)
   check_budget({ lim }, o.n)
   local at = at_of(o, ro)
   clock(at, o)
   local p = plan_key(key, lim, at)
   if not at.peek then apply(key, lim, p[3]) end
+  if secs then return reply_secs5(p[1]) end
   return reply_ms(p[1])
 end
 
@@ -1360,6 +1496,27 @@ COMMANDS.rl_slidingwindow = function(keys, args, ro)
   return run_one(a[1], lim, o, ro)
 end
 
+-- CL.THROTTLE key max_burst count_per_period period [quantity], then the
+-- library's NOW unix_µs last (src/command/throttle.rs).
+COMMANDS.cl_throttle = function(keys, args, ro)
+  local a = argv_of('cl_throttle', keys, args)
+  local o = { refund = false, n = 1, peek = false }
+  local count = #a
+  if count >= 6 and is_kw(a[count - 1], 'NOW') then
+    o.now = now_option(a, count)
+    a[count] = nil
+    a[count - 1] = nil
+    count = count - 2
+  end
+  if count + 1 < 5 or count + 1 > 6 then wrong_arity('cl.throttle') end
+  local max_burst = integer(a, 2, 'max_burst')
+  local cpp = integer(a, 3, 'count_per_period')
+  local period = integer_at_least(a, 4, 'period', 1, '>= 1 and <= 31622400 (366 days)')
+  if count == 5 then o.n = integer_at_least(a, 5, 'quantity', 0, '>= 0') end
+  local lim = cell_new(max_burst, cpp, period, a[2])
+  return run_one(a[1], lim, o, ro, true)
+end
+
 COMMANDS.rl_version = function()
   return VERSION
 end
@@ -1405,6 +1562,7 @@ if redis.register_function then
   register('rl_fixedwindow')
   register('rl_slidingwindow')
   register('rl_slidinglog')
+  register('cl_throttle')
   redis.register_function { function_name = 'rl_version', flags = { 'no-writes' }, callback = function()
     return VERSION
   end }
