@@ -266,9 +266,9 @@ end
 -- [PEEK] [BLOCK duration] [NOW unix_µs]; `own(word, i)` answers how many
 -- words a command's own option takes (nil: a syntax error).
 -- Returns {refund, n, peek, block_us, now}.
-local function options(a, from, own, syntax)
-  local o = { refund = false, n = 1, peek = false, block_us = nil, now = nil }
-  local op_seen, block_seen, now_seen = false, false, false
+local function options(a, from, own, syntax, now)
+  local o = { refund = false, n = 1, peek = false, block_us = nil, now = now }
+  local op_seen, block_seen, now_seen = false, false, now ~= nil
   local i = from
   local count = #a
   while i <= count do
@@ -1421,24 +1421,37 @@ local function wrong_arity(command)
   fail('ERR wrong number of arguments for \'' .. command .. '\' command')
 end
 
--- argv as the module sees it from argv[1]: the key, then the arguments.
+-- The caller's clock given last, `… NOW unix_µs`: taken off the arguments
+-- first, so that the rest reads exactly as the module reads its command.
+-- Returns the number of arguments left and the clock (nil: none).
+local function trailing_now(args)
+  local count = #args
+  if count >= 2 and is_kw(args[count - 1], 'NOW') then
+    return count - 2, now_option(args, count)
+  end
+  return count, nil
+end
+
+-- argv as the module sees it from argv[1]: the key, then the arguments
+-- (without a trailing NOW); and the clock.
 local function argv_of(fname, keys, args)
   if #keys ~= 1 then
     fail('ERR ' .. fname .. ' takes exactly one key: FCALL ' .. fname .. ' 1 key …')
   end
+  local count, now = trailing_now(args)
   local a = { keys[1] }
-  for i = 1, #args do a[i + 1] = args[i] end
-  return a
+  for i = 1, count do a[i + 1] = args[i] end
+  return a, now
 end
 
 -- RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET (src/command/mod.rs run_kind).
 local function kind_command(fname, command, alg, params)
   return function(keys, args, ro)
-    local a = argv_of(fname, keys, args)
+    local a, now = argv_of(fname, keys, args)
     if #a + 1 < 2 + params then wrong_arity(command) end
     local lim = alg.parse(a, 2)
     lim.alg = alg
-    local o = options(a, 2 + params)
+    local o = options(a, 2 + params, nil, nil, now)
     return run_one(a[1], lim, o, ro)
   end
 end
@@ -1453,7 +1466,7 @@ COMMANDS.rl_slidinglog = kind_command('rl_slidinglog', 'rl.slidinglog', SLIDINGL
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
 
 COMMANDS.rl_fixedwindow = function(keys, args, ro)
-  local a = argv_of('rl_fixedwindow', keys, args)
+  local a, now = argv_of('rl_fixedwindow', keys, args)
   if #a + 1 < 4 then wrong_arity('rl.fixedwindow') end
   local lim = FIXEDWINDOW.parse(a, 2)
   lim.alg = FIXEDWINDOW
@@ -1470,7 +1483,7 @@ COMMANDS.rl_fixedwindow = function(keys, args, ro)
       fail(FIXED_SYNTAX)
     end
     return 2
-  end, FIXED_SYNTAX)
+  end, FIXED_SYNTAX, now)
   lim.first = align == 'FIRST'
   return run_one(a[1], lim, o, ro)
 end
@@ -1478,7 +1491,7 @@ end
 local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
 
 COMMANDS.rl_slidingwindow = function(keys, args, ro)
-  local a = argv_of('rl_slidingwindow', keys, args)
+  local a, now = argv_of('rl_slidingwindow', keys, args)
   if #a + 1 < 4 then wrong_arity('rl.slidingwindow') end
   local lim = SLIDINGWINDOW.parse(a, 2)
   local buckets
@@ -1486,7 +1499,7 @@ COMMANDS.rl_slidingwindow = function(keys, args, ro)
     if W ~= 'BUCKETS' or buckets ~= nil or a[i + 1] == nil then return nil end
     buckets = integer(a, i + 1, 'BUCKETS')
     return 2
-  end, SLIDING_SYNTAX)
+  end, SLIDING_SYNTAX, now)
   if buckets ~= nil then
     lim = bucket_window_new(integer(a, 2, 'limit'), seconds_as_us(a, 3, 'window'), buckets)
     return run_one(a[1], lim, o, ro)
@@ -1499,15 +1512,9 @@ end
 -- CL.THROTTLE key max_burst count_per_period period [quantity], then the
 -- library's NOW unix_µs last (src/command/throttle.rs).
 COMMANDS.cl_throttle = function(keys, args, ro)
-  local a = argv_of('cl_throttle', keys, args)
-  local o = { refund = false, n = 1, peek = false }
+  local a, now = argv_of('cl_throttle', keys, args)
+  local o = { refund = false, n = 1, peek = false, now = now }
   local count = #a
-  if count >= 6 and is_kw(a[count - 1], 'NOW') then
-    o.now = now_option(a, count)
-    a[count] = nil
-    a[count - 1] = nil
-    count = count - 2
-  end
   if count + 1 < 5 or count + 1 > 6 then wrong_arity('cl.throttle') end
   local max_burst = integer(a, 2, 'max_burst')
   local cpp = integer(a, 3, 'count_per_period')
@@ -1515,6 +1522,117 @@ COMMANDS.cl_throttle = function(keys, args, ro)
   if count == 5 then o.n = integer_at_least(a, 5, 'quantity', 0, '>= 0') end
   local lim = cell_new(max_burst, cpp, period, a[2])
   return run_one(a[1], lim, o, ro, true)
+end
+
+-- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
+-- [WITHLIMITS] (src/command/all.rs, src/command/decide/mod.rs all); FCALL's
+-- numkeys and keys stand for the command's.
+local KINDS = {
+  GCRA = { GCRA, 3 },
+  TOKENBUCKET = { TOKENBUCKET, 3 },
+  LEAKYBUCKET = { LEAKYBUCKET, 3 },
+  FIXEDWINDOW = { FIXEDWINDOW, 2 },
+  SLIDINGWINDOW = { SLIDINGWINDOW, 2 },
+  SLIDINGLOG = { SLIDINGLOG, 2 },
+}
+local OPTION_WORDS = { TOKENS = true, REFUND = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
+
+-- The binding limit (core/src/algorithm/all.rs): when limited, the refusing
+-- limit with the longest retry (none counts as longest); when allowed, the
+-- fewest remaining; the first on ties.
+local function binding(ds)
+  local best, b = 1, ds[1]
+  for i = 2, #ds do
+    local d = ds[i]
+    local better
+    if d[1] ~= b[1] then
+      better = d[1]
+    elseif d[1] then
+      if not d[4] then
+        better = b[4] ~= false
+      else
+        better = b[4] ~= false and d[4] > b[4]
+      end
+    else
+      better = d[3] < b[3]
+    end
+    if better then best, b = i, d end
+  end
+  return best, b
+end
+
+COMMANDS.rl_all = function(keys, args, ro)
+  local n = #keys
+  local nargs, now = trailing_now(args)
+  local a = { dec(n) }
+  for i = 1, n do a[i + 1] = keys[i] end
+  for i = 1, nargs do a[n + 1 + i] = args[i] end
+  local count = #a
+  if count + 1 < 4 then wrong_arity('rl.all') end
+  if n < 1 or n > 64 then e_range('numkeys', '>= 1 and <= 64') end
+  local seen = {}
+  for i = 1, n do
+    if seen[keys[i]] then fail(E_DUPLICATE) end
+    seen[keys[i]] = true
+  end
+  local lims = {}
+  local at = 2 + n
+  for i = 1, n do
+    if at > count then fail(E_LIMITCOUNT) end
+    local W = upper(a[at])
+    local kind = KINDS[W]
+    if kind then
+      if kind[1] == LEAKYBUCKET then fail(E_LEAKY_IN_ALL) end
+      local lim = kind[1].parse(a, at + 1)
+      lim.alg = kind[1]
+      if (lim.limit or 0) > MAX_EXACT then e_inexact('limit') end
+      lims[i] = lim
+      at = at + 1 + kind[2]
+    elseif W == 'POLICY' then
+      if a[at + 1] == nil then fail(E_LIMITCOUNT) end
+      fail(E_POLICY)
+    elseif OPTION_WORDS[W] then
+      fail(E_LIMITCOUNT)
+    else
+      fail(E_UNKNOWN)
+    end
+  end
+  if at <= count then
+    local W = upper(a[at])
+    if KINDS[W] or W == 'POLICY' then fail(E_LIMITCOUNT) end
+  end
+  local with_limits = false
+  local o = options(a, at, function(W)
+    if W == 'WITHLIMITS' and not with_limits then
+      with_limits = true
+      return 1
+    end
+    return nil
+  end, nil, now)
+  check_budget(lims, o.n)
+  local at_now = at_of(o, ro)
+  clock(at_now, o)
+  local plans, ds = {}, {}
+  for i = 1, n do
+    plans[i] = plan_key(keys[i], lims[i], at_now)
+    ds[i] = plans[i][1]
+  end
+  local position, d = binding(ds)
+  if not at_now.peek then
+    local allowed = not d[1]
+    for i = 1, n do
+      if allowed or ds[i][1] then apply(keys[i], lims[i], plans[i][3]) end
+    end
+  end
+  local reply = reply_ms(d)
+  reply[6] = position
+  if with_limits then
+    for i = 1, n do
+      local r = reply_ms(ds[i])
+      for j = 1, 5 do reply[6 + 5 * (i - 1) + j] = r[j] end
+    end
+  end
+  return reply
 end
 
 COMMANDS.rl_version = function()
@@ -1563,6 +1681,7 @@ if redis.register_function then
   register('rl_slidingwindow')
   register('rl_slidinglog')
   register('cl_throttle')
+  register('rl_all')
   redis.register_function { function_name = 'rl_version', flags = { 'no-writes' }, callback = function()
     return VERSION
   end }
