@@ -56,6 +56,19 @@ local E_POLICY = 'ERR policies are module data: POLICY is not available in the F
 -- The library's own: a value the module accepts that Lua cannot compute
 -- exactly.
 local E_INEXACT_STATE = 'ERR the value at this key holds a number above 9007199254740991 (2^53 - 1), which the Functions library cannot compute exactly'
+local INF = 1 / 0
+
+-- A value the module did not write, named with its key (core/src/error.rs
+-- ForeignState: the key's first 64 bytes, anything but printable ASCII as
+-- '?', '...' when cut).
+local NOT_OURS_AHEAD = 'a time more than 366 days after the server clock'
+local NOT_OURS_TOO_LONG = 'more than 200001 entries'
+local NOT_OURS_MEMBER = 'a member the module did not write'
+local function e_foreign(key, command, why)
+  local shown = string.gsub(string.sub(key, 1, 64), '[^\33-\126]', '?')
+  if #key > 64 then shown = shown .. '...' end
+  fail('ERR the value at key \'' .. shown .. '\' is not ' .. command .. ' state (' .. why .. ')')
+end
 
 local function e_not_integer(name) fail('ERR ' .. name .. ' is not an integer or out of range') end
 local function e_not_float(name) fail('ERR ' .. name .. ' is not a valid float') end
@@ -347,8 +360,15 @@ function GCRA.parse(a, at)
   return gcra_new(max_burst, tpp, period_us, a[at], { 'max_burst', 'tokens_per_period' })
 end
 
+-- A time above 2^53 µs lies far beyond the horizon: INF.
 function GCRA.decode(lim, inner)
-  return parse_decimal(inner)
+  local tat = parse_decimal(inner)
+  if tat == false then return INF end
+  return tat
+end
+
+function GCRA.latest(tat)
+  return tat
 end
 
 local function gcra_remaining(lim, ttl)
@@ -412,13 +432,17 @@ function TOKENBUCKET.decode(lim, inner)
   local colon = find(inner, ':', 1, true)
   if colon == nil then
     local us = parse_decimal(inner)
-    if not us then return us end
-    return { us, 0 }
+    if us == nil then return nil end
+    return { us or INF, 0 }
   end
   local us, rem = parse_decimal(sub(inner, 1, colon - 1)), parse_decimal(sub(inner, colon + 1))
   if us == nil or rem == nil then return nil end
-  if us == false or rem == false then return false end
-  return { us, rem }
+  -- A remainder is clamped below refill_tokens: a huge one reads as INF.
+  return { us or INF, rem or INF }
+end
+
+function TOKENBUCKET.latest(f)
+  return f[1]
 end
 
 -- The deficit at `now` (units), as (µs, remainder).
@@ -495,7 +519,7 @@ end
 -- Leaky bucket (core/src/algorithm/leaky_bucket.rs): the token bucket's
 -- arithmetic and state; an accepted request's retry_after is its wait.
 
-local LEAKYBUCKET = { command = 'RL.LEAKYBUCKET', decode = TOKENBUCKET.decode }
+local LEAKYBUCKET = { command = 'RL.LEAKYBUCKET', decode = TOKENBUCKET.decode, latest = TOKENBUCKET.latest }
 
 function LEAKYBUCKET.parse(a, at)
   local capacity = integer(a, at, 'capacity')
@@ -541,16 +565,20 @@ function FIXEDWINDOW.decode(lim, inner)
   if colon == nil then return nil end
   local start, count = parse_decimal(sub(inner, 1, colon - 1)), parse_decimal(sub(inner, colon + 1))
   if start == nil or count == nil then return nil end
-  if start == false or count == false then return false end
-  if first ~= lim.first then
-    fail('ERR this key\'s window was started with ALIGN ' .. (first and 'FIRST' or 'EPOCH') ..
-      ': call it with ALIGN ' .. (first and 'FIRST' or 'EPOCH') .. ', or DEL the key first')
-  end
-  return { start, count }
+  -- A huge count refuses every take (INF); a refund of it is refused.
+  return { start or INF, count or INF, first }
+end
+
+function FIXEDWINDOW.latest(s)
+  return s[1]
 end
 
 -- The window counted at now: its start and count.
 local function fixed_counted(lim, s, now)
+  if s and s[3] ~= lim.first then
+    local stored = s[3] and 'FIRST' or 'EPOCH'
+    fail('ERR this key\'s window was started with ALIGN ' .. stored .. ': call it with ALIGN ' .. stored .. ', or DEL the key first')
+  end
   if s and s[1] > now then return s[1], s[2] end
   if not lim.first then
     local start = now - fmod(now, lim.w)
@@ -588,7 +616,8 @@ function FIXEDWINDOW.refund(lim, s, now, tokens)
   if start ~= s[1] then count = 0 end
   local new_count = count - tokens
   if new_count <= 0 then return refunded(FIXEDWINDOW, lim, nil, now), DELETE end
-  local ns = { s[1], new_count }
+  if new_count >= TWO53 then fail(E_INEXACT_STATE) end
+  local ns = { s[1], new_count, s[3] }
   return refunded(FIXEDWINDOW, lim, ns, now), fixed_value(lim, s[1], new_count), s[1] + lim.w
 end
 
@@ -596,7 +625,8 @@ end
 -- Sliding window counter (core/src/algorithm/sliding_window.rs). State:
 -- `<window_start_us>:<previous>:<current>`.
 
-local SLIDINGWINDOW = { command = 'RL.SLIDINGWINDOW' }
+-- Its keys expire within two windows: 732 days at most.
+local SLIDINGWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
 
 function SLIDINGWINDOW.parse(a, at)
   local limit = integer(a, at, 'limit')
@@ -617,8 +647,13 @@ local function sliding_decode(inner)
   local a, b, c = parse_decimal(sub(inner, 1, c1 - 1)), parse_decimal(sub(inner, c1 + 1, c2 - 1)),
     parse_decimal(sub(inner, c2 + 1))
   if a == nil or b == nil or c == nil then return nil end
-  if a == false or b == false or c == false then return false end
+  if a == false then return { INF, 0, 0 } end
+  if b == false or c == false then return false end
   return { a, b, c }
+end
+
+function SLIDINGWINDOW.latest(s)
+  return s[1]
 end
 
 function SLIDINGWINDOW.decode(lim, inner)
@@ -712,7 +747,7 @@ end
 -- newest sub-window's index (zig-zag) as LEB128 varints, then the counts as
 -- little-endian u32, newest first.
 
-local BUCKETWINDOW = { command = 'RL.SLIDINGWINDOW' }
+local BUCKETWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
 local char = string.char
 
 local function bucket_window_new(limit, window_us, k)
@@ -750,18 +785,27 @@ function BUCKETWINDOW.decode(lim, inner)
   if sub_us == nil then return nil end
   local zigzag, j = take_varint(inner, i)
   if zigzag == nil then return nil end
-  if sub_us == false or zigzag == false then return false end
-  if sub_us < 1 then return nil end
-  local newest = zigzag / 2
-  if zigzag % 2 == 1 then newest = -(zigzag + 1) / 2 end
+  if sub_us == 0 then return nil end
   local rest = #inner - j + 1
   if rest == 0 or rest % 4 ~= 0 or rest / 4 > 60 then return nil end
+  if sub_us == false or zigzag == false then
+    -- A newest index or length of 2^53 or more: far ahead when the index
+    -- is positive (zig-zag even: its first byte's low bit).
+    if byte(inner, i) % 2 == 0 and zigzag ~= 0 then return { sub = 1, newest = INF, counts = {} } end
+    return false
+  end
+  local newest = zigzag / 2
+  if zigzag % 2 == 1 then newest = -(zigzag + 1) / 2 end
   local counts = {}
   for c = 1, rest / 4 do
     local b0, b1, b2, b3 = byte(inner, j + 4 * c - 4, j + 4 * c - 1)
     counts[c] = b0 + 256 * (b1 + 256 * (b2 + 256 * b3))
   end
   return { sub = sub_us, newest = newest, counts = counts }
+end
+
+function BUCKETWINDOW.latest(s)
+  return s.newest * s.sub
 end
 
 local function put_varint(v)
@@ -953,8 +997,12 @@ function CELL.decode(lim, inner)
     return { tonumber(sub(digits, 1, -4)), tonumber(sub(digits, -3)) }
   end
   local us = parse_decimal(digits)
-  if us == false then return false end
-  return { us, 0 }
+  return { us or INF, 0 }
+end
+
+-- The TAT in µs (rounded down).
+function CELL.latest(tat)
+  return tat[1]
 end
 
 local function cell_remaining(lim, ttl_us, ttl_ns)
@@ -1040,17 +1088,21 @@ end
 -- Plans one string-state limiter: reads the key, decides at `at.now`.
 -- Returns the decision and the write: nothing (nil), DELETE, or the value
 -- and its expiry in ms (SET … PXAT).
+local MAX_STATE_BYTES = 281 -- recognize::MAX_STATE_BYTES: B<i64>; + a bucketed state
+
 local function plan_string(key, alg, lim, at)
   local now = at.now
   local stored = rpcall('GET', key)
   if type(stored) == 'table' then fail(E_WRONGTYPE) end
+  -- Longer than any state: not one (read no further).
+  if stored and #stored > MAX_STATE_BYTES then e_invalid(alg.command) end
   local block_end, inner = nil, stored
   if stored and byte(stored, 1) == 66 then -- B
     local semi = find(stored, ';', 2, true)
     if semi == nil then e_invalid(alg.command) end
     block_end = parse_decimal(sub(stored, 2, semi - 1))
     if block_end == nil then e_invalid(alg.command) end
-    if block_end == false then fail(E_INEXACT_STATE) end
+    if block_end == false then block_end = INF end
     inner = sub(stored, semi + 1)
   end
   local state
@@ -1059,12 +1111,21 @@ local function plan_string(key, alg, lim, at)
     if state == nil then e_invalid(alg.command) end
     if state == false then fail(E_INEXACT_STATE) end
   end
+  -- A state or block more than 366 days ahead is not one the module wrote.
+  local latest = state and alg.latest(state)
+  if block_end and (latest == nil or block_end > latest) then latest = block_end end
+  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, alg.command, NOT_OURS_AHEAD) end
+  -- Every expiry written is at most the horizon ahead.
+  local cap = now + (alg.horizon or MAX_PERIOD_US)
   local in_force = block_end and block_end > now and block_end or nil
   if not at.refund then
     local d, value, expire = alg.take(lim, state, now, at.n)
     if in_force then d = blocked_decision(d, in_force, now) end
     if not d[1] then
-      if value then return d, value, ceil_ms(expire) end
+      if value then
+        if expire > cap then expire = cap end
+        return d, value, ceil_ms(expire)
+      end
       return d
     end
     if at.block_us and stored and d[4] then
@@ -1078,6 +1139,7 @@ local function plan_string(key, alg, lim, at)
         ms = ttl >= 0 and (at.now_ms + ttl) or -1
       end
       local current_us = ms > 0 and ms * 1000 or 0
+      if current_us > cap then current_us = cap end
       if new_until > current_us then current_us = new_until end
       return d, 'B' .. dec(new_until) .. ';' .. inner, ceil_ms(current_us)
     end
@@ -1089,6 +1151,7 @@ local function plan_string(key, alg, lim, at)
     return d, DELETE
   end
   if value then
+    if expire > cap then expire = cap end
     if in_force then
       if in_force > expire then expire = in_force end
       return d, 'B' .. dec(in_force) .. ';' .. value, ceil_ms(expire)
@@ -1147,18 +1210,35 @@ end
 
 -- The log of `key`: nil for no key, else {newest, newest_member,
 -- blocked_until, key}; errors for another type or a foreign newest entry.
-local function log_open(key)
-  local top = rpcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
-  if top.err then fail(E_WRONGTYPE) end
-  if #top == 0 then return nil end
-  local z = { key = key }
+-- A member the module can have written: an integer below 200000 (in the
+-- server's canonical form) or the block's B.
+local function is_log_member(member)
+  if member == 'B' then return true end
+  local id = to_int(member)
+  return id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX
+end
+
+local function e_log_member(key)
+  e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_MEMBER)
+end
+
+-- The log of `key` at `now`: nil for no key, else {key, len, newest,
+-- member, blocked}; errors for another type, a set longer than any log, a
+-- foreign newest entry, a newest entry or block beyond the horizon.
+local function log_open(key, now)
+  local len = rpcall('ZCARD', key)
+  if type(len) ~= 'number' then fail(E_WRONGTYPE) end
+  if len == 0 then return nil end
+  if len > 2 * SLIDING_LOG_HARD_MAX + 1 then e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_TOO_LONG) end
+  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  local z = { key = key, len = len }
   local i = 1
   if top[1] == 'B' then i = 3 end
   local member = top[i]
   if member ~= nil then
     local score = tonumber(top[i + 1])
     local id = to_int(member)
-    if not (score == score and score > -1 / 0 and score < 1 / 0 and score == floor(score) and score >= 1e14
+    if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
         and id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX) then
       e_invalid('RL.SLIDINGLOG')
     end
@@ -1170,26 +1250,55 @@ local function log_open(key)
     local b = rcall('ZSCORE', key, 'B')
     if b then z.blocked = score_us(tonumber(b)) end
   end
+  local latest = z.newest
+  if z.blocked and (latest == nil or z.blocked > latest) then latest = z.blocked end
+  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_AHEAD) end
   return z
 end
 
--- Entries (not the block) scored after `after`, at most `at_most`.
+-- Entries (not the block) scored after `after`, at most `at_most`: the
+-- stale ones counted from the oldest (at most at_most + 1), else the live
+-- ones from the newest; every member walked checked.
 local function log_count_after(z, after, at_most)
   if z == nil then return 0 end
-  local n = rcall('ZCOUNT', z.key, '(' .. dec(after), '+inf')
-  if z.blocked and z.blocked > after then n = n - 1 end
-  if n < 0 then n = 0 end
-  if n > at_most then n = at_most end
-  return n
+  if at_most < 0 then at_most = 0 end
+  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(after), 'LIMIT', 0, at_most + 1)
+  for i = 1, #stale do
+    if not is_log_member(stale[i]) then e_log_member(z.key) end
+  end
+  local n = #stale
+  if n <= at_most then
+    local live = z.len - n
+    if z.blocked and z.blocked > after then live = live - 1 end
+    if live < 0 then live = 0 end
+    if live > at_most then live = at_most end
+    return live
+  end
+  local live = 0
+  if at_most > 0 then
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(after), 'LIMIT', 0, at_most + 1)
+    for i = 1, #got do
+      local m = got[i]
+      if m ~= 'B' then
+        if not is_log_member(m) then e_log_member(z.key) end
+        live = live + 1
+        if live >= at_most then break end
+      end
+    end
+  end
+  return live
 end
 
--- The score of the k-th (0-based) newest entry, not the block.
+-- The score of the k-th (0-based) newest entry, not the block; every
+-- member walked checked.
 local function log_nth_newest(z, k)
   if z == nil then return nil end
   local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, k + 2)
   local seen = 0
   for i = 1, #got, 2 do
-    if got[i] ~= 'B' then
+    local m = got[i]
+    if m ~= 'B' then
+      if not is_log_member(m) then e_log_member(z.key) end
       if seen == k then return score_us(tonumber(got[i + 1])) end
       seen = seen + 1
     end
@@ -1251,7 +1360,9 @@ end
 
 function SLIDINGLOG.plan(key, lim, at)
   local now = at.now
-  local z = log_open(key)
+  local z = log_open(key, now)
+  -- Every expiry written is at most 366 days ahead.
+  local cap = now + MAX_PERIOD_US
   local block_end = z and z.blocked
   local in_force = block_end and block_end > now and block_end or nil
   local d, write = nil, nil
@@ -1264,19 +1375,31 @@ function SLIDINGLOG.plan(key, lim, at)
         upd.log = 'take'
         upd.next = z and z.member and z.member + 1 or 0
         upd.limit = lim.limit
+        if upd.expire > cap then upd.expire = cap end
+        -- The stale entries it removes, read and checked now, before any
+        -- key of the call is written.
+        local stale = {}
+        if z and not at.peek then
+          stale = rcall('ZRANGEBYSCORE', key, '-inf', dec(upd.cutoff), 'LIMIT', 0, upd.remove_at_most)
+          for i = 1, #stale do
+            if not is_log_member(stale[i]) then e_log_member(key) end
+          end
+        end
+        upd.stale = stale
         write = upd
       end
     elseif at.block_us and z and d[4] then
       local new_until = now + at.block_us
       if in_force and in_force > new_until then new_until = in_force end
       d = blocked_decision(d, new_until, now)
-      write = { log = 'block', block_end = new_until, now_ms = at.now_ms }
+      write = { log = 'block', block_end = new_until, now_ms = at.now_ms, cap = cap }
     end
   else
     local remove, delete, expire
     d, remove, delete, expire = SLIDINGLOG.refund(lim, z, now, at.n)
     if remove > 0 then
       if in_force and in_force > expire then expire = in_force end
+      if expire > cap then expire = cap end
       write = { log = 'refund', remove = remove, delete = delete and not in_force, expire = expire }
     end
   end
@@ -1296,8 +1419,7 @@ end
 
 function SLIDINGLOG.apply(key, w)
   if w.log == 'take' then
-    local cutoff = dec(w.cutoff)
-    local removed = rcall('ZRANGEBYSCORE', key, '-inf', cutoff, 'LIMIT', 0, w.remove_at_most)
+    local removed = w.stale
     if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
     local modulus = 2 * w.limit
     if modulus < 128 then modulus = 128 end
@@ -1322,11 +1444,14 @@ function SLIDINGLOG.apply(key, w)
     rcall('ZADD', key, dec(w.block_end), 'B')
     local current = expire_time_ms(key, w.now_ms)
     if current < 0 then current = 0 end
+    local cap_ms = ceil_ms(w.cap)
+    if current > cap_ms then current = cap_ms end
     local ms = ceil_ms(w.block_end)
     if current > ms then ms = current end
     rcall('PEXPIREAT', key, ms)
   elseif w.delete then
-    rcall('DEL', key)
+    -- A log may be long: freed lazily, as the module does.
+    rcall('UNLINK', key)
   else
     local got = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'LIMIT', 0, w.remove + 1)
     local removed = {}
