@@ -28,12 +28,29 @@ function modulePath() {
   return m;
 }
 
-/** Starts redis-server on a free port; `withModule: false` starts one without the module. */
-async function startRedis({ withModule = true } = {}) {
+/**
+ * The engine the suite runs on: RATELIMIT_TEST_ENGINE=functions starts every
+ * default server without the module (the clients then load the Functions
+ * library); unset or 'module': with it.
+ */
+const TEST_ENGINE = process.env.RATELIMIT_TEST_ENGINE || 'module';
+if (!['module', 'functions'].includes(TEST_ENGINE)) throw new Error(`RATELIMIT_TEST_ENGINE=${TEST_ENGINE}: expected module or functions`);
+
+// The commands a server without any engine lacks (`scripts: false`).
+const SCRIPT_COMMANDS = ['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 'FCALL_RO', 'FUNCTION', 'SCRIPT'];
+
+/**
+ * Starts redis-server on a free port: with the module unless `withModule` is
+ * false (default: per RATELIMIT_TEST_ENGINE); `scripts: false` also renames
+ * away EVAL*, FCALL* and FUNCTION (a server where no engine can run);
+ * `extra`: more arguments.
+ */
+async function startRedis({ withModule = TEST_ENGINE === 'module', scripts = true, extra = [] } = {}) {
   const port = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-node-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra];
   if (withModule) args.push('--loadmodule', modulePath());
+  if (!scripts) for (const c of SCRIPT_COMMANDS) args.push('--rename-command', c, '');
   const proc = spawn(process.env.REDIS_SERVER || 'redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let exited = false;
   proc.on('exit', () => {
@@ -153,10 +170,19 @@ function raw(client) {
     : (...a) => client.sendCommand(a.map(String));
 }
 
+/**
+ * How many times the server ran `command` (INFO commandstats). A module command
+ * (RL.*) counts the engine's calls: FCALL, EVALSHA and EVAL when the suite runs
+ * on the Functions library.
+ */
 async function commandCalls(client, command) {
   const info = String(await raw(client)('INFO', 'commandstats'));
-  const m = new RegExp(`cmdstat_${command.toLowerCase().replace('.', '\\.')}:calls=(\\d+)`).exec(info);
-  return m ? Number(m[1]) : 0;
+  const calls = (name) => {
+    const m = new RegExp(`cmdstat_${name.toLowerCase().replace('.', '\\.')}:calls=(\\d+)`).exec(info);
+    return m ? Number(m[1]) : 0;
+  };
+  if (TEST_ENGINE !== 'module' && /^(RL|CL)\./i.test(command)) return calls('fcall') + calls('evalsha') + calls('eval');
+  return calls(command);
 }
 
-module.exports = { sleep, freePort, startRedis, CLIENTS, request, listen, hungServer, commandCalls, raw };
+module.exports = { sleep, freePort, startRedis, CLIENTS, request, listen, hungServer, commandCalls, raw, TEST_ENGINE };
