@@ -77,6 +77,7 @@ const messageOf = (err) => String(err && err.message);
 const FUNCTION_NOT_FOUND = /function not found/i;
 const NOSCRIPT = /^NOSCRIPT\b/;
 const UNKNOWN_COMMAND = /^ERR unknown command/i;
+const NOT_NOW = /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|BUSY|READONLY|NOREPLICAS|OOM)\b/;
 // What a server answers when a script may not call TIME: ElastiCache
 // Serverless ("ERR This Redis command is not allowed from script"), an ACL
 // user without +time ("ERR The user executing the script can't run this
@@ -143,8 +144,9 @@ class Engine {
       return 'functions';
     } catch (err) {
       // Refused (no FUNCTION, NOPERM, a provider's list): the EVAL form; a
-      // forced 'functions' reports why.
-      if (this.forced === 'functions' || !isReplyError(err)) throw err;
+      // forced 'functions' reports why. A server that cannot answer now
+      // (loading, a replica, busy) is asked again on the next call.
+      if (this.forced === 'functions' || !isReplyError(err) || NOT_NOW.test(messageOf(err))) throw err;
       return 'eval';
     }
   }
@@ -196,7 +198,9 @@ class Engine {
     if (this.callerClock) return;
     this.callerClock = true;
     try {
-      this.logger.warn(
+      const log = typeof this.logger.warn === 'function' ? this.logger.warn : this.logger.error;
+      log.call(
+        this.logger,
         `redis-ratelimit-client: the server refuses TIME inside scripts (${reason}); ` +
           "the library's calls now carry this process's clock (NOW <unix_µs>): keep it NTP-synchronized",
       );

@@ -321,7 +321,7 @@ class RateLimit {
     } catch (err) {
       // The decision stands; only the header's w is unknown. An algorithm
       // this client does not know is said (once a minute per policy).
-      if (err instanceof TypeError) this._logger.warn(err.message);
+      if (err instanceof TypeError) (typeof this._logger.warn === 'function' ? this._logger.warn : this._logger.error).call(this._logger, err.message);
       windowS = undefined;
     }
     this._policyWindows.set(name, { windowS, until: Date.now() + POLICY_WINDOW_TTL_MS });
