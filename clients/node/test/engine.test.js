@@ -389,6 +389,13 @@ describe('a Redis Cluster of three primaries without the module', () => {
       await c.connect();
       return { client: c, close: () => c.close() };
     },
+    'node-redis v4 cluster': async (ports) => {
+      const { createCluster } = require('redis4');
+      const c = createCluster({ rootNodes: ports.map((port) => ({ url: `redis://127.0.0.1:${port}` })) });
+      c.on('error', () => {});
+      await c.connect();
+      return { client: c, close: () => c.quit() };
+    },
     'ioredis Cluster': async (ports) => {
       const Redis = require('ioredis');
       const c = new Redis.Cluster(ports.map((port) => ({ host: '127.0.0.1', port })));
