@@ -152,13 +152,14 @@ class Engine {
   }
 
   // COMMAND INFO rl.gcra: one nil for an unknown command. Allowed where MODULE
-  // LIST is not; a server that refuses COMMAND too has no module for us.
+  // LIST is not; a server that refuses COMMAND too has no module for us (a
+  // server that cannot answer now is asked again on the next call).
   async _hasModule() {
     let reply;
     try {
       reply = await this.send(['COMMAND', 'INFO', 'rl.gcra']);
     } catch (err) {
-      if (isReplyError(err)) return false;
+      if (isReplyError(err) && !NOT_NOW.test(messageOf(err))) return false;
       throw err;
     }
     return Array.isArray(reply) && reply.length > 0 && reply[0] != null;

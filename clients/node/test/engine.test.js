@@ -209,6 +209,52 @@ test("RL.POLICY GET's unknown algorithm: a clear TypeError, not undefined (issue
   }
 });
 
+/** A reply error as ioredis gives it. */
+const replyError = (message) => Object.assign(new Error(message), { name: 'ReplyError' });
+
+/** A function client answering each command word from its queue in `replies` (the last reply repeats; an Error rejects), recording what it sent. */
+function scriptedClient(replies) {
+  const sent = [];
+  const client = async (args) => {
+    sent.push(String(args[0]));
+    const queue = replies[String(args[0])];
+    const reply = queue.length > 1 ? queue.shift() : queue[0];
+    if (reply instanceof Error) throw reply;
+    return reply;
+  };
+  return { client, sent };
+}
+
+const DECISION = [0, 2, 1, -1, 1000];
+
+test('a Redis 6.2-like server (no FCALL_RO): EVALSHA, then EVAL on NOSCRIPT', async () => {
+  const { client, sent } = scriptedClient({
+    COMMAND: [[null]],
+    FCALL_RO: [replyError("ERR unknown command 'FCALL_RO', with args beginning with: 'rl_version' '0'")],
+    EVALSHA: [replyError('NOSCRIPT No matching script. Please use EVAL.'), DECISION],
+    EVAL: [DECISION],
+  });
+  const rl = new RateLimit(client);
+  assert.strictEqual((await rl.gcra('k', 1, 1, 1)).remaining, 1);
+  assert.strictEqual((await rl.gcra('k', 1, 1, 1)).remaining, 1);
+  assert.strictEqual(rl.engine, 'eval');
+  assert.deepStrictEqual(sent, ['COMMAND', 'FCALL_RO', 'EVALSHA', 'EVAL', 'EVALSHA']);
+});
+
+test('a server that cannot answer now (LOADING) is asked again on the next call, not taken for one without the module', async () => {
+  const { client, sent } = scriptedClient({
+    COMMAND: [replyError('LOADING Redis is loading the dataset in memory'), [['rl.gcra']]],
+    'RL.GCRA': [DECISION],
+  });
+  const rl = new RateLimit(client);
+  const err = await rl.gcra('k', 1, 1, 1).then(() => null, (e) => e);
+  assert.ok(err instanceof RateLimitUnavailableError && err.reason === 'server', String(err));
+  assert.strictEqual(rl.engine, null);
+  assert.strictEqual((await rl.gcra('k', 1, 1, 1)).remaining, 1);
+  assert.strictEqual(rl.engine, 'module');
+  assert.deepStrictEqual(sent, ['COMMAND', 'COMMAND', 'RL.GCRA']);
+});
+
 // ---------------------------------------------------------------- recovery
 
 function app(middleware) {
