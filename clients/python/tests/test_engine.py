@@ -30,7 +30,7 @@ from redis_ratelimit import (
     SlidingLog,
     SlidingWindow,
 )
-from redis_ratelimit._engine import EVAL_SHA, LIBRARY_CODE, LIBRARY_PATH
+from redis_ratelimit._engine import EVAL_SHA, LIBRARY_CODE, LIBRARY_PATH, TIME_REFUSED
 from tests.helpers import Cluster, RedisServer
 
 REPOSITORY_LIBRARY = Path(__file__).resolve().parents[3] / "functions" / "ratelimit.lua"
@@ -432,9 +432,10 @@ def notime(plain: RedisServer, p: redis.Redis) -> Iterator[redis.Redis]:
 @pytest.mark.parametrize("engine", ["functions", "eval"])
 def test_time_refused_the_callers_clock_logged_once(notime: redis.Redis, engine: str,
                                                     caplog: pytest.LogCaptureFixture) -> None:
-    with pytest.raises(redis.exceptions.ResponseError, match="can't run this command"):
+    # Redis: "can't run this command"; Valkey: "no permissions to run the 'time' command".
+    with pytest.raises(redis.exceptions.ResponseError, match=TIME_REFUSED):
         notime.eval("return redis.call('TIME')", 0)
-    with pytest.raises(redis.exceptions.ResponseError, match="can't run this command"):
+    with pytest.raises(redis.exceptions.ResponseError, match=TIME_REFUSED):
         RateLimiter(notime, engine=engine, clock="server").gcra("t", 1, 1, 60)
     rl = RateLimiter(notime, engine=engine)
     with caplog.at_level(logging.WARNING, logger="redis_ratelimit"):
