@@ -1259,14 +1259,20 @@ end
 -- Entries (not the block) scored after `after`, at most `at_most`: the
 -- stale ones counted from the oldest (at most at_most + 1), else the live
 -- ones from the newest; every member walked checked.
-local function log_count_after(z, after, at_most)
+-- `want` (optional) fetches that many of the oldest stale entries at least,
+-- kept as z.stale for the removal an allowed call makes (checked there).
+local function log_count_after(z, after, at_most, want)
   if z == nil then return 0 end
   if at_most < 0 then at_most = 0 end
-  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(after), 'LIMIT', 0, at_most + 1)
-  for i = 1, #stale do
+  local fetch = at_most + 1
+  if want and want > fetch then fetch = want end
+  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(after), 'LIMIT', 0, fetch)
+  z.stale = stale
+  local n = #stale
+  if n > at_most + 1 then n = at_most + 1 end
+  for i = 1, n do
     if not is_log_member(stale[i]) then e_log_member(z.key) end
   end
-  local n = #stale
   if n <= at_most then
     local live = z.len - n
     if z.blocked and z.blocked > after then live = live - 1 end
@@ -1311,7 +1317,10 @@ function SLIDINGLOG.take(lim, z, now, cost)
   local t = now
   if newest and newest > now then t = newest end
   local cutoff = t - lim.w
-  local live = log_count_after(z, cutoff, lim.limit + 1)
+  -- An allowed call (cost <= limit) removes up to cost + 128 stale entries.
+  local removable = cost
+  if removable > lim.limit then removable = lim.limit end
+  local live = log_count_after(z, cutoff, lim.limit + 1, removable + STALE_REMOVED_PER_CALL)
   local reset = 0
   if newest and live > 0 then reset = newest + lim.w - now end
   local remaining = lim.limit - live
@@ -1380,9 +1389,13 @@ function SLIDINGLOG.plan(key, lim, at)
         -- key of the call is written.
         local stale = {}
         if z and not at.peek then
-          stale = rcall('ZRANGEBYSCORE', key, '-inf', dec(upd.cutoff), 'LIMIT', 0, upd.remove_at_most)
-          for i = 1, #stale do
-            if not is_log_member(stale[i]) then e_log_member(key) end
+          local fetched = z.stale
+          local n = #fetched
+          if n > upd.remove_at_most then n = upd.remove_at_most end
+          for i = 1, n do
+            local m = fetched[i]
+            if not is_log_member(m) then e_log_member(key) end
+            stale[i] = m
           end
         end
         upd.stale = stale
@@ -1424,21 +1437,23 @@ function SLIDINGLOG.apply(key, w)
     local modulus = 2 * w.limit
     if modulus < 128 then modulus = 128 end
     local at = dec(w.at)
-    local args = {}
     local added, tries, next_member = 0, 0, w.next
     while added < w.count do
       if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
       tries = tries + 1
       local member = dec(fmod(next_member, modulus))
       next_member = next_member + 1
-      local score = rcall('ZSCORE', key, member)
-      if not score or tonumber(score) <= w.cutoff then
-        args[#args + 1] = at
-        args[#args + 1] = member
+      -- Usually free; one in use by an entry that left the window moves.
+      if rcall('ZADD', key, 'NX', at, member) == 1 then
         added = added + 1
+      else
+        local score = rcall('ZSCORE', key, member)
+        if tonumber(score) <= w.cutoff then
+          rcall('ZADD', key, at, member)
+          added = added + 1
+        end
       end
     end
-    rcall('ZADD', key, unpack(args))
     rcall('PEXPIREAT', key, ceil_ms(w.expire))
   elseif w.log == 'block' then
     rcall('ZADD', key, dec(w.block_end), 'B')
@@ -1850,7 +1865,9 @@ if redis.register_function then
     return VERSION
   end }
 else
-  -- The EVAL form: ARGV[1] names the function.
+  -- The EVAL form: ARGV[1] names the function. Effects, never the script,
+  -- replicate (Redis 6.2 needs asking; later servers only do that).
+  if redis.replicate_commands then redis.replicate_commands() end
   call = build()
   local fname = ARGV[1]
   local ro = false
