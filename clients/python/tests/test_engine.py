@@ -553,3 +553,56 @@ def test_a_cluster_of_three_primaries_without_the_module() -> None:
 
 def client_port(port: int) -> redis.Redis:
     return redis.Redis("127.0.0.1", port, socket_timeout=5)
+
+
+# ---------------------------------------------------------------- detection, scripted
+
+
+class Scripted:
+    """A client whose replies are scripted per command name: a value, or an exception to raise
+    (popped in order when a list)."""
+
+    def __init__(self, replies: Any) -> None:
+        self.replies = replies
+        self.sent: List[str] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        name = str(args[0]) if str(args[0]) != "FUNCTION" else f"FUNCTION {args[1]}"
+        self.sent.append(name)
+        reply = self.replies[name]
+        if isinstance(reply, list) and reply and isinstance(reply[0], BaseException):
+            reply = reply.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+
+def test_a_server_that_cannot_answer_now_is_asked_again_not_taken_for_one_without_functions() -> None:
+    """READONLY (a replica) on FUNCTION LOAD: the call fails, the engine stays unknown, and the
+    next call finds the Functions library; it is never mistaken for a server that refuses
+    FUNCTION (which would take the EVALSHA path for good)."""
+    fake = Scripted({
+        "COMMAND INFO": [None],
+        "FCALL_RO": redis.exceptions.ResponseError("Function not found"),
+        "FUNCTION LOAD": [redis.exceptions.ReadOnlyError("You can't write against a read only "
+                                                         "replica."), "ratelimit"],
+        "FCALL": [0, 2, 1, -1, 1000],
+    })
+    rl = RateLimiter(fake)
+    with pytest.raises(redis.exceptions.ReadOnlyError):
+        rl.gcra("k", 1, 1, 1)
+    assert rl.engine is None
+    assert rl.gcra("k", 1, 1, 1).allowed and rl.engine == "functions"
+    assert fake.sent.count("FUNCTION LOAD") == 2 and "EVALSHA" not in fake.sent
+
+
+def test_function_refused_takes_the_eval_path_for_good() -> None:
+    fake = Scripted({
+        "COMMAND INFO": [None],
+        "FCALL_RO": redis.exceptions.ResponseError("unknown command 'FCALL_RO'"),
+        "EVALSHA": [0, 2, 1, -1, 1000],
+    })
+    rl = RateLimiter(fake)
+    assert rl.gcra("k", 1, 1, 1).allowed and rl.engine == "eval"
+    assert rl.gcra("k", 1, 1, 1).allowed
+    assert fake.sent == ["COMMAND INFO", "FCALL_RO", "EVALSHA", "EVALSHA"]
