@@ -606,3 +606,17 @@ def test_function_refused_takes_the_eval_path_for_good() -> None:
     assert rl.gcra("k", 1, 1, 1).allowed and rl.engine == "eval"
     assert rl.gcra("k", 1, 1, 1).allowed
     assert fake.sent == ["COMMAND INFO", "FCALL_RO", "EVALSHA", "EVALSHA"]
+
+
+def test_command_info_not_now_is_asked_again_not_taken_for_a_server_without_the_module() -> None:
+    fake = Scripted({
+        "COMMAND INFO": [redis.exceptions.TryAgainError("Multiple keys request during "
+                                                        "rehashing of slot"), [["rl.gcra"]]],
+        "RL.GCRA": [0, 2, 1, -1, 1000],
+    })
+    rl = RateLimiter(fake)
+    with pytest.raises(redis.exceptions.TryAgainError):
+        rl.gcra("k", 1, 1, 1)
+    assert rl.engine is None
+    assert rl.gcra("k", 1, 1, 1).allowed and rl.engine == "module"
+    assert fake.sent == ["COMMAND INFO", "COMMAND INFO", "RL.GCRA"]

@@ -307,8 +307,10 @@ class SyncEngine:
             try:
                 if _module_reply(self._send(["COMMAND INFO", "rl.gcra"], targets[0])):
                     return "module"
-            except redis.exceptions.ResponseError:
-                pass  # COMMAND refused: no module for us
+            except redis.exceptions.ResponseError as exc:
+                if _not_now(exc):  # CLUSTERDOWN, TRYAGAIN, …: asked again on the next call
+                    raise
+                # COMMAND refused: no module for us
         try:
             self._load_library(targets)
         except redis.exceptions.RedisError as exc:
@@ -426,8 +428,9 @@ class AsyncEngine:
             try:
                 if _module_reply(await self._send(["COMMAND INFO", "rl.gcra"], targets[0])):
                     return "module"
-            except redis.exceptions.ResponseError:
-                pass
+            except redis.exceptions.ResponseError as exc:
+                if _not_now(exc):
+                    raise
         try:
             await self._load_library(targets)
         except redis.exceptions.RedisError as exc:
