@@ -31,7 +31,7 @@ from redis_ratelimit import (
     SlidingWindow,
 )
 from redis_ratelimit._engine import EVAL_SHA, LIBRARY_CODE, LIBRARY_PATH, TIME_REFUSED
-from tests.helpers import Cluster, RedisServer
+from tests.helpers import Cluster, RedisServer, calls
 
 REPOSITORY_LIBRARY = Path(__file__).resolve().parents[3] / "functions" / "ratelimit.lua"
 NO_SCRIPTS = [arg for command in ("FUNCTION", "FCALL", "FCALL_RO", "EVAL", "EVALSHA", "SCRIPT")
@@ -499,6 +499,8 @@ def test_a_cluster_of_three_primaries_without_the_module() -> None:
         for k in keys:
             assert [rl.gcra(k, 0, 1, 60).allowed for _ in range(2)] == [True, False]
         assert rl.engine == "functions"
+        # One round trip a decision: no COMMAND GETKEYS before each FCALL.
+        assert sum(calls(n, "command|getkeys") for n in nodes) == 0
         assert all(libraries(n) == ["ratelimit"] for n in nodes)  # on every primary
         # One node loses the library: the next call there loads it again and decides.
         nodes[1].function_flush()
@@ -527,6 +529,7 @@ def test_a_cluster_of_three_primaries_without_the_module() -> None:
             for k in keys:
                 assert (await arl.gcra(k, 0, 1, 60)).limited
             assert arl.engine == "functions"
+            assert sum(calls(n, "command|getkeys") for n in nodes) == 0
             assert all(libraries(n) == ["ratelimit"] for n in nodes)
             await arc.aclose() if hasattr(arc, "aclose") else await arc.close()
 
@@ -620,3 +623,47 @@ def test_command_info_not_now_is_asked_again_not_taken_for_a_server_without_the_
     assert rl.engine is None
     assert rl.gcra("k", 1, 1, 1).allowed and rl.engine == "module"
     assert fake.sent == ["COMMAND INFO", "COMMAND INFO", "RL.GCRA"]
+
+
+def test_a_new_node_gets_the_library_when_a_slot_moves_to_it() -> None:
+    """Resharding to a node added after the library was loaded: the call follows MOVED there,
+    meets "function not found", loads the library (on every primary, the new one included) and
+    decides; the limiter's state moved with its slot."""
+    from redis.cluster import RedisCluster
+
+    with Cluster(3, module=False) as cluster:
+        rc = RedisCluster("127.0.0.1", cluster.ports[0], socket_timeout=5)
+        rl = RateLimiter(rc)
+        key = "moving:1"
+        assert rl.fixed_window(key, 3, 60).remaining == 2
+        new = RedisServer(module=False, cluster=True, cluster_slots=False).start()
+        try:
+            target = client_port(new.port)
+            target.execute_command("CLUSTER", "MEET", "127.0.0.1", cluster.ports[0])
+            slot = rc.keyslot(key)
+            source = client_port(rc.get_node_from_key(key).port)
+            source_id = source.execute_command("CLUSTER", "MYID").decode()
+            target_id = target.execute_command("CLUSTER", "MYID").decode()
+            everyone = [client_port(port) for port in [*cluster.ports, new.port]]
+            deadline = time.monotonic() + 20
+            while not (all(_knows(c, i) for c in everyone for i in (source_id, target_id))
+                       and b"cluster_state:ok" in target.execute_command("CLUSTER", "INFO")):
+                assert time.monotonic() < deadline, "the new node did not join"
+                time.sleep(0.05)
+            target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+            source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+            source.execute_command("MIGRATE", "127.0.0.1", new.port, "", 0, 5000, "KEYS", key)
+            for port in [*cluster.ports, new.port]:
+                client_port(port).execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+            assert libraries(target) == []
+            assert rl.fixed_window(key, 3, 60).remaining == 1
+            assert libraries(target) == ["ratelimit"]
+            assert rl.engine == "functions"
+        finally:
+            new.stop()
+            rc.close()
+
+
+def _knows(c: redis.Redis, node_id: str) -> bool:
+    nodes = c.execute_command("CLUSTER", "NODES")
+    return node_id in (nodes.decode() if isinstance(nodes, bytes) else str(nodes))

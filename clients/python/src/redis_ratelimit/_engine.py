@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, Union
 
 import redis.exceptions
 
@@ -59,6 +59,8 @@ ENGINES = ("module", "functions", "eval")
 #: Whose clock the library reads: ``"auto"`` (the server's, the caller's where the server
 #: refuses ``TIME`` in scripts), ``"server"``, ``"caller"``.
 CLOCKS = ("auto", "server", "caller")
+
+Node = Any
 
 # The library's function for each module command it offers.
 FUNCTION_OF = {
@@ -170,6 +172,27 @@ def _is_cluster(client: Any) -> bool:
     return callable(getattr(client, "get_primaries", None))
 
 
+def _keyed_node(client: Any, args: Sequence[Any], keys: Sequence[Any]) -> Optional[Node]:
+    """In a cluster, the primary that serves an ``FCALL``'s first key, or ``None`` (not a
+    cluster, no key, an ``EVALSHA``, or unknown now). redis-py routes ``EVALSHA`` by its keys
+    but asks a node ``COMMAND GETKEYS`` (twice) before each ``FCALL``, a command with movable
+    keys: naming the node saves those round trips. redis-py still follows ``MOVED`` and ``ASK``
+    from there."""
+    if not keys or args[0] != "FCALL" or not _is_cluster(client):
+        return None
+    try:
+        return client.get_node_from_key(keys[0])
+    except (redis.exceptions.RedisError, LookupError, TypeError):
+        return None
+
+
+def _cluster_retry_errors(client: Any) -> Tuple[Type[BaseException], ...]:
+    """The errors after which redis-py's cluster client retries a command it routed itself
+    (it does not retry one sent to a named node)."""
+    errors = getattr(type(client), "ERRORS_ALLOW_RETRY", ())
+    return tuple(errors) if isinstance(errors, (tuple, list)) else ()
+
+
 class _Attempt:
     """One library call and the recoveries it has used (each at most once): the library reloaded
     on "function not found", the script sent whole on ``NOSCRIPT``, the caller's clock where the
@@ -259,7 +282,6 @@ class _State:
         return "eval"
 
 
-Node = Any
 
 
 class SyncEngine:
@@ -290,6 +312,19 @@ class SyncEngine:
         if _is_cluster(client):
             return list(client.get_primaries())
         return [None]
+
+    def _send_keyed(self, args: Sequence[Any], keys: Sequence[Any]) -> Any:
+        """A library call: to the primary of its key in a cluster (see ``_keyed_node``); where
+        that node fails in a way redis-py would retry, once more with redis-py's own routing
+        and retries, as a module command gets."""
+        client = self.client()
+        node = _keyed_node(client, args, keys)
+        if node is not None:
+            try:
+                return client.execute_command(*args, target_nodes=node)
+            except _cluster_retry_errors(client):
+                pass
+        return client.execute_command(*args)
 
     def ready(self) -> str:
         """The engine in use, found now if not yet (loading the library if needed)."""
@@ -358,7 +393,7 @@ class SyncEngine:
         while True:
             loads = self.state.loads
             try:
-                reply = self._send(attempt.command())
+                reply = self._send_keyed(attempt.command(), attempt.call.keys)
             except redis.exceptions.RedisError as exc:
                 step = attempt.recovery(exc)
                 if step is None:
@@ -411,6 +446,16 @@ class AsyncEngine:
                 await client.initialize()
             return list(client.get_primaries())
         return [None]
+
+    async def _send_keyed(self, args: Sequence[Any], keys: Sequence[Any]) -> Any:
+        client = self.client()
+        node = _keyed_node(client, args, keys)
+        if node is not None:
+            try:
+                return await client.execute_command(*args, target_nodes=node)
+            except _cluster_retry_errors(client):
+                pass
+        return await client.execute_command(*args)
 
     async def ready(self) -> str:
         """The engine in use, found now if not yet (loading the library if needed)."""
@@ -474,7 +519,7 @@ class AsyncEngine:
         while True:
             loads = self.state.loads
             try:
-                reply = await self._send(attempt.command())
+                reply = await self._send_keyed(attempt.command(), attempt.call.keys)
             except redis.exceptions.RedisError as exc:
                 step = attempt.recovery(exc)
                 if step is None:
