@@ -75,11 +75,13 @@ test-examples: build ## Run examples/python and examples/node against a real ser
 	@scripts/setup.sh examples
 	scripts/test-examples.sh $(MODULE_RELEASE)
 
-test-python: build ## Test the Python package clients/python (client, limits storage for flask-limiter/slowapi, middleware) and limits' own tests against the module
+test-python: build ## Test the Python package clients/python (client, limits storage for flask-limiter/slowapi, middleware) and limits' own tests on both engines: a server with the module, then one without it (the Functions library)
 	@scripts/setup.sh python-clients
 	build/python-clients/bin/python -m pip install -q --no-deps --no-build-isolation --force-reinstall ./clients/python
 	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m pytest -q -p no:cacheprovider tests
 	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m limits_suite.run -q
+	cd clients/python && RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m pytest -q -p no:cacheprovider tests
+	cd clients/python && RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m limits_suite.run -q
 
 test-node: build ## Run clients/node's tests (node --test: node-redis and ioredis, Express, express-rate-limit) on both engines: a server with the module, then one without it (the Functions library)
 	@scripts/setup.sh node
