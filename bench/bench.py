@@ -494,12 +494,22 @@ def main():
     say("Targets missed: " + ("none" if not failures else "; ".join(failures)))
 
     if args.write_readme:
-        with open(os.path.join(HERE, "README.md"), "w") as f:
-            f.write(README_HEAD)
+        path = os.path.join(HERE, "README.md")
+        head = README_HEAD
+        # The gate's table (bench/gate.py --write-docs) stays as it is.
+        old = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+        start, end = old.find(GATE_START), old.find(GATE_END)
+        if 0 <= start < end:
+            head = head.replace(GATE_START + "\n" + GATE_END, old[start:end + len(GATE_END)])
+        with open(path, "w") as f:
+            f.write(head)
             f.write(f"Latest run ({time.strftime('%Y-%m-%d')}, `make bench`):\n\n")
             f.write("\n".join(out) + "\n")
     return 0
 
+
+GATE_START = "<!-- gate table: written by bench/gate.py --write-docs -->"
+GATE_END = "<!-- /gate table -->"
 
 README_HEAD = """# Benchmarks
 
@@ -566,6 +576,34 @@ and the 64 × 1000 call the budget refuses. Target: median ≤ 5 ms (README,
 Operations → Bounded work per call); the max also shows the times the server
 was preempted on the shared VM. `bench/bench.py --worst-only` runs just
 these.
+
+## The instruction-count gate
+
+`make bench-gate` (`bench/gate.py`, a step of CI) counts the instructions
+of one call of a fixed set of requests under callgrind, on the Redis 7.0.15
+with symbols that `scripts/servers.sh memcheck` builds: every command in its
+common form and with `PEEK`, `RL.ALL` with 1, 2 and 5 limits, `RL.LIMIT`, and
+`SET … PX 60000` for scale; the write paths again with a replication backlog
+(every write propagates). Each row empties the server, writes every key once,
+then counts 1,000 calls on 200 keys. **The command** (`RedisModuleCommandDispatcher`,
+or a built-in command's own function) is checked against `bench/baseline.tsv`:
+a count more than 2 % above its line fails the step. A deliberate rise runs
+`make bench-gate-update` and commits the new baseline with the change, the
+reason in the commit message. Counts repeat to within about 0.3 % between
+runs: the server's hash seed is fixed (`bench/fixed_seed.c`, preloaded; a
+random seed moves lookups by up to 2 %), the slow log is off, each pipelined
+batch's replies fit the client's reply buffer, and windows last an hour so
+that none rolls over during a row. **The request** adds reading and parsing
+the request, `call()`'s propagation and statistics, and writing the reply
+(`readQueryFromClient` + `writeToClient`): everything but the server's timed
+background work. It moves a little more (how pipelined requests fall into
+reads), and it is what `RL.ALL`'s targets compare, since one `RL.ALL`
+replaces one request per limit. New rows (`RL.CONCURRENCY`, the Functions
+library's `FCALL`s) go into `ROWS` in `bench/gate.py`, where their place is
+marked, and their counts into the baseline with `make bench-gate-update`.
+
+<!-- gate table: written by bench/gate.py --write-docs -->
+<!-- /gate table -->
 
 ## Where the time goes
 
