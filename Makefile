@@ -106,9 +106,10 @@ test-integration: build-debug ## Only the integration tests against a real redis
 
 # The servers `make compat` runs the integration tests against: the default one
 # (Debian 12: Redis 7.0), then those scripts/servers.sh prepares under build/servers/.
-COMPAT_SERVERS = $(REDIS_SERVER) $(CURDIR)/build/servers/valkey-8.0/valkey-server $(CURDIR)/build/servers/redis-8.0/redis-server
+COMPAT_SERVERS = $(REDIS_SERVER) $(CURDIR)/build/servers/valkey-8.0/valkey-server $(CURDIR)/build/servers/redis-8.0/redis-server \
+	$(CURDIR)/build/servers/valkey-9.1/valkey-server
 
-compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0 and Redis 8.0 (prepared by scripts/servers.sh)
+compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0, Redis 8.0 and Valkey 9.1 (prepared by scripts/servers.sh)
 	scripts/servers.sh
 	@failed=(); \
 	for server in $(COMPAT_SERVERS); do \
