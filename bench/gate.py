@@ -23,8 +23,8 @@ warm-up call per key), then counts `CALLS` calls on random keys of those
   (TARGETS) compare it, as one request of RL.ALL replaces several.
 
 A count above its baseline by more than TOLERANCE (2 %) fails the gate
-(exit 1), as does a row without a baseline, a baseline without a row, and a
-missed target. A deliberate rise updates the baseline in the same commit
+(exit 1), as does a row without a baseline, a baseline without a row, and an
+RL.ALL ratio past its enforced bound (TARGETS). A deliberate rise updates the baseline in the same commit
 (`make bench-gate-update`, i.e. `--update`), with the reason in the commit
 message. A count below its baseline by more than the tolerance is reported:
 lower the baseline, so that the room does not hide a later rise.
@@ -134,14 +134,17 @@ def functions_library():
         return ["FUNCTION", "LOAD", "REPLACE", f.read()]
 
 
-# Issue 37's targets, on the request counts: (row, rows it replaces, most
-# allowed ratio, enforced). One RL.ALL request replaces one request per
-# limit. A target not enforced is reported (ok / MISSED) without failing.
+# Issue 37's targets, on the request counts: (row, rows it replaces, the
+# issue's target, the bound enforced). One RL.ALL request replaces one
+# request per limit. Where the issue's target is out of reach (bench/README.md,
+# "RL.ALL against the calls it replaces", has the arithmetic) the enforced
+# bound is the reachable one, or today's ratio with room for the request
+# counts' spread, so that the ratio cannot slip back.
 TARGETS = [
-    ("RL.ALL 2 (GCRA + FIXEDWINDOW)", ["RL.GCRA", "RL.FIXEDWINDOW"], 0.9, False),
-    ("RL.ALL 2 (GCRA + FIXEDWINDOW), backlog", ["RL.GCRA, backlog", "RL.FIXEDWINDOW, backlog"], 0.9, False),
-    ("RL.ALL 1 (FIXEDWINDOW)", ["RL.FIXEDWINDOW"], 1.05, False),
-    ("RL.ALL 1 (FIXEDWINDOW), backlog", ["RL.FIXEDWINDOW, backlog"], 1.05, False),
+    ("RL.ALL 2 (GCRA + FIXEDWINDOW)", ["RL.GCRA", "RL.FIXEDWINDOW"], 0.9, 0.95),
+    ("RL.ALL 2 (GCRA + FIXEDWINDOW), backlog", ["RL.GCRA, backlog", "RL.FIXEDWINDOW, backlog"], 0.9, 1.05),
+    ("RL.ALL 1 (FIXEDWINDOW)", ["RL.FIXEDWINDOW"], 1.05, 1.22),
+    ("RL.ALL 1 (FIXEDWINDOW), backlog", ["RL.FIXEDWINDOW, backlog"], 1.05, 1.14),
 ]
 
 
@@ -298,17 +301,18 @@ def table(results, base):
 def targets(results):
     """(lines, failures) for TARGETS."""
     lines, failures = [], []
-    for name, parts, most, enforced in TARGETS:
+    for name, parts, target, bound in TARGETS:
         if name not in results or any(p not in results for p in parts):
             continue
         req = results[name][1]
         replaced = sum(results[p][1] for p in parts)
-        ok = req <= most * replaced
-        text = (f"{name}: {req:,.0f} instructions per request, {req / replaced:.2f} × "
-                f"{' + '.join(parts)} ({replaced:,.0f}); target ≤ {most} ×: {'ok' if ok else 'MISSED'}"
-                f"{'' if enforced else ' (reported, not enforced)'}")
+        ratio = req / replaced
+        text = (f"{name}: {req:,.0f} instructions per request, {ratio:.2f} × "
+                f"{' + '.join(parts)} ({replaced:,.0f}); issue 37's target ≤ {target}: "
+                f"{'ok' if ratio <= target else 'missed'}; enforced ≤ {bound}: "
+                f"{'ok' if ratio <= bound else 'FAILED'}")
         lines.append(text)
-        if enforced and not ok:
+        if ratio > bound:
             failures.append(text)
     return lines, failures
 
