@@ -169,13 +169,19 @@ class Server:
         self.proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/callgrind.out.%p",
              args.server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", tmp, "--loadmodule", args.module],
+             "--appendonly", "no", "--dir", tmp, "--enable-debug-command", "yes",
+             "--loadmodule", args.module],
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.port = port
         self.conn = wait_for(port, self.proc)
         # Calls slowed down by valgrind or by a busy machine would go to the
         # slow log, which costs instructions inside the command.
         self.conn.call("CONFIG", "SET", "slowlog-log-slower-than", "-1")
+        # The cron shrinks or grows a client's reply buffer by its recent
+        # peak, a matter of timing; replies past it go to a list, at a cost
+        # inside the command (up to 2 % of a call).
+        if self.conn.call("DEBUG", "REPLYBUFFER", "RESIZING", "0") != b"OK":
+            raise SystemExit("DEBUG REPLYBUFFER RESIZING 0 failed")
         self.dumps = 0
 
     def dump(self):
@@ -223,6 +229,8 @@ def command_cost(row, inclusive):
 # 16 KB reply buffer (500 replies of five integers would not, and how many
 # spill to a reply list would depend on how the requests fell into reads).
 BATCH = 100
+# Where to keep each row's profile (callgrind_annotate reads them): --keep.
+KEEP_DIR = None
 
 
 def measure(server, row, calls, keys):
@@ -242,7 +250,10 @@ def measure(server, row, calls, keys):
     if errors:
         raise SystemExit(f"{row.name}: {len(errors)} error replies, e.g. {errors[0]}")
     inclusive, module_self, _ = parse_profile(path)
-    os.remove(path)
+    if KEEP_DIR:
+        os.replace(path, os.path.join(KEEP_DIR, "".join(c for c in row.name if c.isalnum())))
+    else:
+        os.remove(path)
     request = inclusive.get("readQueryFromClient", 0) + inclusive.get("writeToClient", 0)
     return command_cost(row, inclusive) / calls, request / calls, module_self / calls
 
@@ -339,6 +350,7 @@ def main():
     ap.add_argument("--keys", type=int, default=KEYS)
     ap.add_argument("--server", default=DEFAULT_SERVER)
     ap.add_argument("--module", default=DEFAULT_MODULE)
+    ap.add_argument("--keep", metavar="DIR", help="keep each row's callgrind profile in DIR")
     ap.add_argument("--only", help="only the rows whose name contains this (no baseline checks of others)")
     ap.add_argument("--update", action="store_true", help="write the counts to bench/baseline.tsv")
     ap.add_argument("--write-docs", action="store_true", help="write the table to bench/README.md, docs/operations.md")
@@ -347,6 +359,10 @@ def main():
         if not os.path.exists(path):
             raise SystemExit(f"not found: {path} (make bench-gate prepares it)")
     rows = [r for r in ROWS if not args.only or args.only in r.name]
+    if args.keep:
+        global KEEP_DIR
+        KEEP_DIR = os.path.abspath(args.keep)
+        os.makedirs(KEEP_DIR, exist_ok=True)
     started = time.time()
     results = {}
     with tempfile.TemporaryDirectory(prefix="rl-gate-") as tmp:
