@@ -53,26 +53,26 @@ pub trait LocalBounds {
 
 /// Whether `word` is the keyword `name` (ASCII letters only), ignoring
 /// case. Exact for letter-only keywords: `b | 0x20` equals a lowercase letter
-/// only for that letter and its uppercase. Keywords of 8 letters or more are
-/// compared 8 bytes at a time (the last window overlapping the one before),
-/// shorter ones byte by byte: a few instructions per keyword, where
-/// `eq_ignore_ascii_case` costs several a byte on the hot path (`RL.ALL`
-/// reads one keyword per limit).
+/// only for that letter and its uppercase. From 8 letters, 8 bytes at a time
+/// (the last window overlapping the one before): a few instructions per
+/// keyword on the hot path (`RL.ALL` reads one per limit).
 #[inline]
 pub fn is_keyword(word: &[u8], name: &[u8]) -> bool {
     debug_assert!(name.iter().all(u8::is_ascii_alphabetic));
     let len = name.len();
-    if word.len() != len {
-        return false;
+    if word.len() != len || len < 8 {
+        return word.len() == len && word.iter().zip(name).all(|(w, n)| (w | 0x20) == (n | 0x20));
     }
-    if len < 8 {
-        return word.iter().zip(name).all(|(w, n)| (w | 0x20) == (n | 0x20));
-    }
-    const LOWER: u64 = 0x2020_2020_2020_2020;
+    // Both are `len` long: every window is there (0 would be a mismatch).
+    let eight = |b: &[u8], at: usize| {
+        b.get(at..at + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map_or(0, |b| u64::from_ne_bytes(b) | 0x2020_2020_2020_2020)
+    };
     let mut at = 0;
     loop {
         let window = at.min(len - 8);
-        if (eight_bytes(word, window) | LOWER) != (eight_bytes(name, window) | LOWER) {
+        if eight(word, window) != eight(name, window) {
             return false;
         }
         if window == len - 8 {
@@ -80,16 +80,6 @@ pub fn is_keyword(word: &[u8], name: &[u8]) -> bool {
         }
         at += 8;
     }
-}
-
-/// The 8 bytes of `bytes` at `at` as an integer (0 past the end, which
-/// [`is_keyword`] never reads: both words are as long).
-#[inline(always)]
-fn eight_bytes(bytes: &[u8], at: usize) -> u64 {
-    bytes
-        .get(at..at + 8)
-        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .map_or(0, u64::from_ne_bytes)
 }
 
 /// Where a limit's definition comes from, which decides whether this
