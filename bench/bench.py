@@ -595,7 +595,9 @@ random seed moves lookups by up to 2 %), the slow log is off, the cron does
 not resize reply buffers (`DEBUG REPLYBUFFER RESIZING 0`: replies spilling
 past a shrunk buffer cost up to 2 % inside the command), each pipelined
 batch's replies fit the buffer, and windows last an hour so that none rolls
-over during a row. **The request** adds reading and parsing
+over during a row. The counts belong to one compiler, one glibc and one kind
+of CPU (glibc picks its string functions by CPU): on another machine kind,
+rewrite the baseline first. **The request** adds reading and parsing
 the request, `call()`'s propagation and statistics, and writing the reply
 (`readQueryFromClient` + `writeToClient`): everything but the server's timed
 background work. It moves a little more (how pipelined requests fall into
@@ -614,7 +616,7 @@ keywords compared 8 bytes at a time: the module's own code for two limits
 4,137 → 3,929 instructions, for one 2,568 → 2,406), the ratios are 0.94 → 0.93
 (two limits), 1.03 → 1.02 (two, backlog), 1.22 → 1.20 (one), 1.13 → 1.12 (one,
 backlog). Writing S for a request's server part (the request less the
-module's own code, M), from the table above:
+module's own code, M), from the table below:
 
 - *Two limits, no backlog*: S = 12,747 against 14,616 for the two calls
   (one request read, dispatched and answered instead of two); at M = 0 the
