@@ -17,8 +17,8 @@ DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build build-debug run test test-release test-long test-unit test-integration mutants \
-	test-examples test-python test-node test-packages test-memcheck compat lint fmt bench callgrind dist deb clean \
-	build-rls run-rls test-rls bench-rls
+	test-examples test-python test-node test-packages test-memcheck compat lint fmt bench callgrind bench-gate bench-gate-update dist deb clean \
+	build-rls run-rls test-rls bench-rls load-functions
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ run: build ## Build, then start redis-server with the module on 127.0.0.1:6379 (
 	@port=$$(scripts/port-free.sh $(or $(PORT),--pick)) || exit 1; \
 	  echo "make run: starting redis-server with the module on 127.0.0.1:$$port. Talk to it with: redis-cli -p $$port"; \
 	  exec $(REDIS_SERVER) redis.conf --port $$port
+
+load-functions: ## Load the Functions library (functions/ratelimit.lua: the limiters without the module) into the server at 127.0.0.1:PORT (default 6379), replacing an older one
+	redis-cli -p $(or $(PORT),6379) -x FUNCTION LOAD REPLACE < functions/ratelimit.lua
 
 # make run-rls: the Envoy rate limit service (rls/) in front of `make run`'s server.
 RLS_CONFIG ?= rls/examples/config.yaml
@@ -72,15 +75,18 @@ test-examples: build ## Run examples/python and examples/node against a real ser
 	@scripts/setup.sh examples
 	scripts/test-examples.sh $(MODULE_RELEASE)
 
-test-python: build ## Test the Python package clients/python (client, limits storage for flask-limiter/slowapi, middleware) and limits' own tests against the module
+test-python: build ## Test the Python package clients/python (client, limits storage for flask-limiter/slowapi, middleware) and limits' own tests on both engines: a server with the module, then one without it (the Functions library)
 	@scripts/setup.sh python-clients
 	build/python-clients/bin/python -m pip install -q --no-deps --no-build-isolation --force-reinstall ./clients/python
 	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m pytest -q -p no:cacheprovider tests
-	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python limits_suite/run.py -q
+	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m limits_suite.run -q
+	cd clients/python && RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m pytest -q -p no:cacheprovider tests
+	cd clients/python && RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m limits_suite.run -q
 
-test-node: build ## Run clients/node's tests (node --test: node-redis and ioredis, Express, express-rate-limit) against a real server with the module
+test-node: build ## Run clients/node's tests (node --test: node-redis and ioredis, Express, express-rate-limit) on both engines: a server with the module, then one without it (the Functions library)
 	@scripts/setup.sh node
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) npm test
+	cd clients/node && RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) npm test
 
 dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, docs/, LICENSE, config snippet) and dist/SHA256SUMS
 	@scripts/setup.sh packages
@@ -90,8 +96,10 @@ deb: build ## Build dist/redis-ratelimit_<version>_<arch>.deb (module in /usr/li
 	@scripts/setup.sh packages
 	scripts/dist.sh deb $(VERSION) $(DEB_ARCH) $(MODULE_RELEASE)
 
-test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball; both carry docs/
+test-packages: dist deb ## Install the .deb, load the module from its installed path, call it, remove it; check the tarball; both carry docs/; the npm tarball of clients/node and the Python wheel and sdist of clients/python (name, LICENSE, metadata, installs and loads)
 	scripts/test-packages.sh $(VERSION) $(ARCH) $(DEB_ARCH)
+	scripts/check-node-artifacts.sh
+	scripts/check-python-artifacts.sh
 
 test-long: build-debug ## The long variants (e.g. 2,000,000 fuzzed calls), ignored by make test
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test '*' -- --ignored
@@ -106,9 +114,10 @@ test-integration: build-debug ## Only the integration tests against a real redis
 
 # The servers `make compat` runs the integration tests against: the default one
 # (Debian 12: Redis 7.0), then those scripts/servers.sh prepares under build/servers/.
-COMPAT_SERVERS = $(REDIS_SERVER) $(CURDIR)/build/servers/valkey-8.0/valkey-server $(CURDIR)/build/servers/redis-8.0/redis-server
+COMPAT_SERVERS = $(REDIS_SERVER) $(CURDIR)/build/servers/valkey-8.0/valkey-server $(CURDIR)/build/servers/redis-8.0/redis-server \
+	$(CURDIR)/build/servers/valkey-9.1/valkey-server
 
-compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0 and Redis 8.0 (prepared by scripts/servers.sh)
+compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0, Redis 8.0 and Valkey 9.1 (prepared by scripts/servers.sh)
 	scripts/servers.sh
 	@failed=(); \
 	for server in $(COMPAT_SERVERS); do \
@@ -157,6 +166,19 @@ callgrind: build ## Instructions per call of one command (ARGS='RL.GCRA k:__rand
 	@scripts/setup.sh memcheck
 	@scripts/servers.sh memcheck >/dev/null
 	python3 bench/callgrind.py $(if $(BACKLOG),--backlog) --module $(MODULE_RELEASE) -- $(or $(ARGS),$(CALLGRIND_ARGS))
+
+# The instruction-count gate (issue 37): instructions per call of every command (common form,
+# PEEK), RL.ALL of 1, 2 and 5 limits, RL.LIMIT, with and without a replication backlog, under
+# callgrind, against bench/baseline.tsv (2 % tolerance). Rows: ROWS in bench/gate.py.
+bench-gate: build ## Instruction counts per call under callgrind vs bench/baseline.tsv: fails on a rise over 2 % (GATE_ARGS='--only RL.ALL')
+	@scripts/setup.sh memcheck
+	@scripts/servers.sh memcheck >/dev/null
+	python3 bench/gate.py --module $(MODULE_RELEASE) $(GATE_ARGS)
+
+bench-gate-update: build ## Rewrite bench/baseline.tsv (and the gate's table in bench/README.md, docs/operations.md) from a run: commit it with the change that moved the counts, and why
+	@scripts/setup.sh memcheck
+	@scripts/servers.sh memcheck >/dev/null
+	python3 bench/gate.py --module $(MODULE_RELEASE) --update --write-docs
 
 clean: ## Remove build products (target/, dist/)
 	$(CARGO) clean

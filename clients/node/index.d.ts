@@ -1,10 +1,22 @@
-// Type declarations of redis-ratelimit (the Node client of the redis-ratelimit module).
+// Type declarations of redis-ratelimit-client (the Node client of the redis-ratelimit module).
 
-/** A node-redis (v4+) or ioredis client, or a function sending one raw command. */
-export type RedisClientLike =
-  | { call(command: string, ...args: string[]): Promise<unknown> } // ioredis
-  | { sendCommand(args: string[]): Promise<unknown> } // node-redis
-  | ((args: (string | number)[]) => Promise<unknown>);
+/** ioredis: `new Redis(…)` or `new Cluster(…)` (`call` routes by the command's key). */
+export interface IoredisLike {
+  call(command: string, ...args: string[]): Promise<unknown>;
+}
+/** node-redis v4/v5 `createClient(…)`. */
+export interface NodeRedisClientLike {
+  sendCommand(args: string[]): Promise<unknown>;
+}
+/** node-redis v4/v5 `createCluster(…)`: sent with the command's first key, so that it routes. */
+export interface NodeRedisClusterLike {
+  sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>;
+}
+/** A function sending one raw command (words as given: strings and numbers). */
+export type SendCommandFunction = (args: (string | number)[]) => Promise<unknown>;
+
+/** A node-redis (v4+) or ioredis client or cluster, or a function sending one raw command. */
+export type RedisClientLike = IoredisLike | NodeRedisClientLike | NodeRedisClusterLike | SendCommandFunction;
 
 /** Periods and windows are in seconds (fractions allowed: 0.5 is 500 ms). `label` names the limit in headers. */
 export type LimitSpec =
@@ -65,15 +77,40 @@ export declare class RateLimitResult {
   headers(options?: HeaderOptions): Record<string, string>;
 }
 
-/** Redis is down, hung past the timeout, or has no ratelimit module. */
+/**
+ * Redis is down, hung past the timeout, or has no ratelimit module. 'connection':
+ * refused or lost, or the client is not connected (a command is then not queued).
+ */
 export declare class RateLimitUnavailableError extends Error {
   reason: 'timeout' | 'connection' | 'no-module' | 'server';
   cause?: unknown;
 }
 
+/** The engine that decides: the module's commands, the Functions library (FCALL), or the same code by EVALSHA. */
+export type EngineName = 'module' | 'functions' | 'eval';
+
+/** The options every entry point shares with RateLimit. */
+export interface EngineOptions {
+  /** Command timeout (default 250 ms; 0: none): a command unanswered by then rejects with RateLimitUnavailableError. */
+  timeoutMs?: number;
+  /** 'auto' (default): the module when the server has it, else the Functions library, else EVALSHA; or one forced. */
+  engine?: 'auto' | EngineName;
+  /** Whose clock the library reads: 'auto' (default: the server's; the caller's where TIME is refused in scripts), 'server', 'caller'. */
+  clock?: 'auto' | 'server' | 'caller';
+  /** Told once (warn) when the caller's clock takes over (default console). */
+  logger?: { warn?(message: string): void; error?(message: string): void };
+}
+
 export declare class RateLimit {
-  /** `timeoutMs` (default 1000, 0: none): a command unanswered by then rejects with RateLimitUnavailableError. */
-  constructor(client: RedisClientLike, options?: { timeoutMs?: number });
+  constructor(client: RedisClientLike, options?: EngineOptions & { now?: () => number });
+  /** The command timeout (ms). */
+  readonly timeoutMs: number;
+  /** The engine deciding; null until the first decision (or ready()) has found it. */
+  readonly engine: EngineName | null;
+  /** Finds the engine now (loading the Functions library if needed). */
+  ready(): Promise<EngineName>;
+  /** RL.POLICY GET name as a spec (undefined: no such policy); rejects with a TypeError on an unknown algorithm. Module only. */
+  policy(name: string): Promise<LimitSpec | undefined>;
   gcra(key: string, maxBurst: number, tokensPerPeriod: number, period: number, options?: CallOptions): Promise<RateLimitResult>;
   tokenBucket(key: string, capacity: number, refillTokens: number, refillPeriod: number, options?: CallOptions): Promise<RateLimitResult>;
   leakyBucket(key: string, capacity: number, leakTokens: number, leakPeriod: number, options?: CallOptions): Promise<RateLimitResult>;
@@ -129,17 +166,31 @@ export interface MiddlewareOptions {
   /** A single limit for every request (instead of rules). */
   limit?: LimitSpec;
   name?: string;
-  /** The client's identity (default req.ip); null/undefined: not limited. */
+  /**
+   * The client's identity; null/undefined: not limited. Default: req.ip (else the
+   * socket's address), an IPv6 address as its network of `ipv6Subnet` bits.
+   */
   key?: (req: RequestLike) => string | null | undefined;
+  /** The default key's IPv6 network: 32..64 bits (default 56), false (whole addresses), or per request. */
+  ipv6Subnet?: number | false | ((req: RequestLike) => number);
+  /** The default key's set-up checks (express-rate-limit v8's), each reported once to logger.error. Default true. */
+  validate?: boolean | Partial<Record<'ip' | 'trustProxy' | 'xForwardedForHeader' | 'forwardedHeader' | 'keyGeneratorIpFallback' | 'default', boolean>>;
+  /** Where the set-up checks are reported (default console). */
+  logger?: { error(err: unknown): void; warn?(message: string): void };
+  /** 'auto' (default), or one engine forced: as RateLimit's. */
+  engine?: 'auto' | EngineName;
+  /** Whose clock the library reads: as RateLimit's. */
+  clock?: 'auto' | 'server' | 'caller';
   cost?: number | ((req: RequestLike) => number);
   /** Redis key prefix (default 'rl:'). */
   prefix?: string;
   /** true (default): pass requests when Redis is unavailable; false: 503. */
   failOpen?: boolean;
-  /** Command timeout (default 500 ms). */
+  /** Command timeout (default 250 ms). */
   timeoutMs?: number;
   /** Denials kept locally until retryAfterMs (default 10000 entries; 0: off). */
   cacheSize?: number;
+  /** Also X-RateLimit-Limit / -Remaining / -Reset (default false). */
   legacyHeaders?: boolean;
   statusCode?: number;
   message?: string;
@@ -147,12 +198,37 @@ export interface MiddlewareOptions {
   onUnavailable?: (err: RateLimitUnavailableError, req: RequestLike) => void;
 }
 
-export declare function rateLimit(options: MiddlewareOptions): (req: RequestLike, res: ResponseLike, next: NextFunction) => void;
+export interface RateLimitMiddleware {
+  (req: RequestLike, res: ResponseLike, next: NextFunction): void;
+  /** The RateLimit it decides with. */
+  limiter: RateLimit;
+  /** The engine deciding (null before the first decision). */
+  readonly engine: EngineName | null;
+}
+
+export declare function rateLimit(options: MiddlewareOptions): RateLimitMiddleware;
+
+export interface StoreOptions extends EngineOptions {
+  client?: RedisClientLike;
+  limiter?: RateLimit;
+  /** Redis key prefix (default 'rl:erl:'). */
+  prefix?: string;
+  /** Command timeout (default 250 ms). */
+  timeoutMs?: number;
+  /** Count every hit, refused ones too (default false). */
+  countDenied?: boolean;
+  /** 'first' (default): a window starts at the client's first hit (resetTime = first hit + windowMs); 'epoch': on the clock. */
+  align?: 'first' | 'epoch';
+}
 
 /** An express-rate-limit Store on RL.FIXEDWINDOW. */
 export declare class RedisRateLimitStore {
-  constructor(options: { client?: RedisClientLike; limiter?: RateLimit; prefix?: string; timeoutMs?: number; countDenied?: boolean });
+  constructor(options: StoreOptions);
+  limiter: RateLimit;
+  /** The engine deciding (null before the first call). */
+  readonly engine: EngineName | null;
   prefix: string;
+  align: 'first' | 'epoch';
   localKeys: boolean;
   init(options: { windowMs: number; limit?: unknown; max?: unknown; skipFailedRequests?: boolean; skipSuccessfulRequests?: boolean }): void;
   increment(key: string): Promise<{ totalHits: number; resetTime: Date | undefined }>;
@@ -171,7 +247,7 @@ export declare class RateLimiterRes {
   toJSON(): { remainingPoints: number; msBeforeNext: number; consumedPoints: number; isFirstInDuration: boolean };
 }
 
-export interface FlexibleOptions {
+export interface FlexibleOptions extends EngineOptions {
   storeClient?: RedisClientLike;
   limiter?: RateLimit;
   /** Points per duration (default 4). */
@@ -184,17 +260,43 @@ export interface FlexibleOptions {
   algorithm?: 'fixedWindow' | 'slidingWindow' | 'slidingLog' | 'gcra' | 'tokenBucket';
   /** fixedWindow: 'first' (default: from the first consume, as rate-limiter-flexible) or 'epoch'. */
   align?: 'first' | 'epoch';
+  /** Command timeout (default 250 ms). */
   timeoutMs?: number;
+  /** Asked instead when Redis cannot decide (e.g. rate-limiter-flexible's RateLimiterMemory). */
+  insuranceLimiter?: InsuranceLimiter;
+  /** Points consumed at which a key is blocked in this process (>= points; default 0: off). */
+  inMemoryBlockOnConsumed?: number;
+  /** Seconds of that in-memory block, counted from a refusal (default 0: until a request could pass). */
+  inMemoryBlockDuration?: number;
+}
+
+/** A limiter with rate-limiter-flexible's methods (its RateLimiterMemory, for one). */
+export interface InsuranceLimiter {
+  blockDuration?: number;
+  consume(key: string | number, points?: number, options?: object): Promise<unknown>;
+  reward(key: string | number, points?: number, options?: object): Promise<unknown>;
+  block(key: string | number, secDuration: number, options?: object): Promise<unknown>;
+  get(key: string | number, options?: object): Promise<unknown>;
+  delete(key: string | number, options?: object): Promise<boolean>;
 }
 
 export declare class RateLimiterRedisModule {
   constructor(options: FlexibleOptions);
+  limiter: RateLimit;
+  /** The engine deciding (null before the first call). */
+  readonly engine: EngineName | null;
   points: number;
   duration: number;
   blockDuration: number;
   keyPrefix: string;
+  insuranceLimiter?: InsuranceLimiter;
+  inMemoryBlockOnConsumed: number;
+  inMemoryBlockDuration: number;
   readonly spec: LimitSpec;
   getKey(key: string): string;
+  /** ms before the key's in-memory block ends (0: none); `rlKey` is getKey(key). */
+  getInMemoryBlockMsBeforeExpire(rlKey: string): number;
+  deleteInMemoryBlockedAll(): void;
   /** Resolves a RateLimiterRes; rejects with a RateLimiterRes when limited, an Error when Redis fails. */
   consume(key: string, points?: number): Promise<RateLimiterRes>;
   reward(key: string, points?: number): Promise<RateLimiterRes>;
@@ -210,3 +312,10 @@ export declare class RateLimiterUnion {
 }
 
 export declare function windowSeconds(spec: LimitSpec, limit: number): number | undefined;
+
+/**
+ * express-rate-limit v8's ipKeyGenerator: an IPv6 address as its network of
+ * `ipv6Subnet` bits (default 56), `<network>/<bits>`; an IPv4(-mapped) address
+ * as IPv4; anything else unchanged.
+ */
+export declare function ipKeyGenerator(ip: string, ipv6Subnet?: number | false): string;

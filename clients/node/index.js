@@ -1,8 +1,9 @@
 'use strict';
-// redis-ratelimit: the Node client of the redis-ratelimit module (see README.md).
+// redis-ratelimit-client: the Node client of the redis-ratelimit module (see README.md).
 const { RateLimit, RateLimitResult, windowSeconds } = require('./lib/ratelimit');
 const { RateLimitUnavailableError } = require('./lib/client');
 const { rateLimit } = require('./lib/express');
+const { ipKeyGenerator } = require('./lib/ip-key');
 const { RedisRateLimitStore } = require('./lib/erl-store');
 const { RateLimiterRedisModule, RateLimiterUnion, RateLimiterRes } = require('./lib/flexible');
 
@@ -16,4 +17,5 @@ module.exports = {
   RateLimiterUnion,
   RateLimiterRes,
   windowSeconds,
+  ipKeyGenerator,
 };

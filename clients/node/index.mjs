@@ -11,5 +11,6 @@ export const {
   RateLimiterUnion,
   RateLimiterRes,
   windowSeconds,
+  ipKeyGenerator,
 } = cjs;
 export default cjs;

@@ -12,22 +12,18 @@ commandstats divided by its calls, so a script's inner commands are counted once
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
-
-import redis  # noqa: E402
-from limits import parse  # noqa: E402
-from limits.storage import storage_from_string  # noqa: E402
-from limits.strategies import (  # noqa: E402
+import redis
+from limits import parse
+from limits.storage import storage_from_string
+from limits.strategies import (
     MovingWindowRateLimiter,
     SlidingWindowCounterRateLimiter,
 )
 
-import redis_ratelimit  # noqa: E402,F401
-from server import RedisServer  # noqa: E402
+import redis_ratelimit  # noqa: F401
+from tests.helpers import RedisServer  # clients/python is the script's directory
 
 CASES = [
     ("moving window", MovingWindowRateLimiter, "redis+rl", "rl.slidinglog"),

@@ -1,11 +1,11 @@
 'use strict';
-// A tiny HTTP server limited per client with the redis-ratelimit package
+// A tiny HTTP server limited per client with the redis-ratelimit-client package
 // (clients/node): `node app.js [redisPort] [port]`.
 // Each client (the X-User header, else its address) gets bursts of 5, then
 // 1 request per second; `?cost=n` makes a request cost n tokens.
 const http = require('node:http');
 const Redis = require('ioredis');
-const { rateLimit } = require('redis-ratelimit');
+const { rateLimit } = require('redis-ratelimit-client');
 
 function makeServer({ redisPort = 6379, failOpen = true } = {}) {
   const client = new Redis({

@@ -45,7 +45,8 @@ def make_server(redis_port, port, fail_open=True, host="127.0.0.1"):
     limiter = redis_ratelimit.RateLimiter.from_url(f"redis://127.0.0.1:{redis_port}", timeout_s=1)
     rules = [Rule(redis_ratelimit.GCRA(max_burst=4, tokens_per_period=1, period=1), path="/",
                   key=header_key("x-user"), cost=cost, name="api")]
-    app = WSGIRateLimitMiddleware(hello, limiter, rules, fail_open=fail_open)
+    # legacy_headers: the X-RateLimit-* trio too (off by default; the IETF fields are always sent).
+    app = WSGIRateLimitMiddleware(hello, limiter, rules, fail_open=fail_open, legacy_headers=True)
     server = wsgi_server(host, port, app, server_class=ThreadingServer, handler_class=QuietHandler)
     server.limiter = limiter
     return server

@@ -98,8 +98,9 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         names.push(key);
     }
     let mut limits: decide::Few<(Arg, Limit, decide::Modes)> = decide::Few::new();
-    // The policies among the limits, for their statistics.
-    let mut policies: decide::Few<(usize, Arc<policy::Policy>)> = decide::Few::new();
+    // The policies among the limits, for their statistics (none on most
+    // calls: nothing to create or drop then).
+    let mut policies: Option<decide::Few<(usize, Arc<policy::Policy>)>> = None;
     let mut at = 2 + numkeys;
     for i in 0..numkeys {
         if at >= args.len() {
@@ -120,7 +121,9 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
                 return Err(Error::LeakyBucketInAll);
             }
             limits.push((key, rule.limit, rule.modes));
-            policies.push((i, found));
+            policies
+                .get_or_insert_with(decide::Few::new)
+                .push((i, found));
             at += 2;
         } else if is_option(word) {
             // An option where a limit should be: too few limits.
@@ -145,7 +148,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         answer.each = planned.iter().map(|p| p.decision).collect();
     }
     let allowed = !answer.decision.limited && !options.peek;
-    for (i, found) in &policies {
+    for (i, found) in policies.iter().flatten() {
         if let Some(p) = planned.get(*i) {
             found.stats.record_limit(p, allowed, answer.taken);
         }

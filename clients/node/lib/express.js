@@ -2,10 +2,106 @@
 // Express (and plain `http`) middleware: per-route rules, a key function,
 // fail-open / fail-closed under a command timeout, and a local cache of denials.
 
-const { RateLimit, RateLimitResult } = require('./ratelimit');
+const { isIP } = require('node:net');
+const { RateLimit, RateLimitResult, engineOptions } = require('./ratelimit');
 const { RateLimitUnavailableError } = require('./client');
+const { ipKeyGenerator, checkIpv6Subnet, DEFAULT_IPV6_SUBNET } = require('./ip-key');
 
-const defaultKey = (req) => req.ip ?? req.socket?.remoteAddress ?? 'unknown';
+/**
+ * Set-up checks of the default key (express-rate-limit v8's, same conditions):
+ * each is made once per middleware, on the first request it applies to, and
+ * reported to `logger.error` (a misconfiguration to fix, not a request error).
+ * `validate: false` turns them all off; `validate: { trustProxy: false, … }`
+ * one by one. `code` names each.
+ */
+const VALIDATIONS = {
+  ip(req, ip) {
+    if (ip === undefined || ip === null) {
+      return ['ERR_RL_UNDEFINED_IP_ADDRESS', "the request has no IP address (req.ip and req.socket.remoteAddress are undefined): the connection may be gone, or give a 'key' function"];
+    }
+    if (!isIP(ip)) return ['ERR_RL_INVALID_IP_ADDRESS', `req.ip is not an IP address (${ip}): give a 'key' function`];
+    return null;
+  },
+  trustProxy(req) {
+    if (trustProxyOf(req) === true) {
+      return ['ERR_RL_PERMISSIVE_TRUST_PROXY', "Express's 'trust proxy' setting is true: req.ip is then the leftmost X-Forwarded-For address, which any client can set, so anyone can escape an IP limit. Trust only your proxies (a hop count or their addresses)"];
+    }
+    return null;
+  },
+  xForwardedForHeader(req) {
+    if (req.headers?.['x-forwarded-for'] && trustProxyOf(req) === false) {
+      return ['ERR_RL_UNEXPECTED_X_FORWARDED_FOR', "the X-Forwarded-For header is set but Express's 'trust proxy' setting is false (the default): every client behind the proxy shares the proxy's address. Set 'trust proxy' to your proxies"];
+    }
+    return null;
+  },
+  forwardedHeader(req) {
+    if (req.headers?.forwarded && req.ip === req.socket?.remoteAddress) {
+      return ['ERR_RL_FORWARDED_HEADER', "the Forwarded header is set but ignored (Express reads X-Forwarded-For only): give a 'key' function that reads it"];
+    }
+    return null;
+  },
+};
+
+// Express's 'trust proxy' setting, or undefined outside Express.
+function trustProxyOf(req) {
+  const app = req.app;
+  return app && typeof app.get === 'function' ? app.get('trust proxy') : undefined;
+}
+
+function makeValidator(validate, logger) {
+  const enabled = typeof validate === 'object' && validate !== null ? { default: true, ...validate } : { default: validate !== false };
+  const report = (code, message) => {
+    const err = new Error(`redis-ratelimit-client: ${message} (${code}; turn this check off with validate: { ${code in CODE_OPTIONS ? CODE_OPTIONS[code] : 'default'}: false })`);
+    err.code = code;
+    try {
+      logger.error(err);
+    } catch {
+      // a logger's failure must not fail the request
+    }
+  };
+  return {
+    /** Runs check `name` unless disabled or already run. */
+    run(name, ...args) {
+      if (!(enabled[name] ?? enabled.default)) return;
+      enabled[name] = false;
+      const found = VALIDATIONS[name](...args);
+      if (found) report(...found);
+    },
+    /** A key function whose source reads req.ip without ipKeyGenerator: IPv6 clients could rotate. */
+    keyFunction(fn) {
+      if (typeof fn !== 'function' || !(enabled.keyGeneratorIpFallback ?? enabled.default)) return;
+      const src = fn.toString();
+      if ((src.includes('req.ip') || src.includes('request.ip')) && !src.includes('ipKeyGenerator')) {
+        enabled.keyGeneratorIpFallback = false;
+        report('ERR_RL_KEY_GEN_IPV6', 'a key function reads req.ip without ipKeyGenerator(): an IPv6 client can change its address within its network and escape the limit. Use ipKeyGenerator(req.ip)');
+      }
+    },
+  };
+}
+
+const CODE_OPTIONS = {
+  ERR_RL_UNDEFINED_IP_ADDRESS: 'ip',
+  ERR_RL_INVALID_IP_ADDRESS: 'ip',
+  ERR_RL_PERMISSIVE_TRUST_PROXY: 'trustProxy',
+  ERR_RL_UNEXPECTED_X_FORWARDED_FOR: 'xForwardedForHeader',
+  ERR_RL_FORWARDED_HEADER: 'forwardedHeader',
+  ERR_RL_KEY_GEN_IPV6: 'keyGeneratorIpFallback',
+};
+
+/** The default key: the client's IP address, an IPv6 one as its network (ipv6Subnet bits). */
+function defaultKeyFor(ipv6Subnet, validator) {
+  return (req) => {
+    const ip = req.ip ?? req.socket?.remoteAddress;
+    validator.run('ip', req, ip);
+    validator.run('trustProxy', req);
+    validator.run('xForwardedForHeader', req);
+    validator.run('forwardedHeader', req);
+    if (ip === undefined || ip === null) return 'unknown';
+    const subnet = typeof ipv6Subnet === 'function' ? ipv6Subnet(req) : ipv6Subnet;
+    if (typeof ipv6Subnet === 'function') checkIpv6Subnet(subnet);
+    return ipKeyGenerator(ip, subnet);
+  };
+}
 
 function pathOf(req) {
   if (typeof req.path === 'string') return req.path;
@@ -79,21 +175,39 @@ class DenialCache {
  *   match applies; one rule is one command, several are decided together,
  *   all or nothing, with RL.ALL (binding rule in the headers). Or a single
  *   `limit: spec` (+ `name`) for the whole stack;
- * - `key(req)`: the client's identity (default req.ip); null/undefined: not limited;
+ * - `key(req)`: the client's identity; null/undefined: not limited. Default:
+ *   the client's IP address (req.ip, else the socket's), an IPv6 address as its
+ *   /56 network (`ipv6Subnet`), with express-rate-limit v8's set-up checks;
+ * - `ipv6Subnet` (default 56; 32..64, false: whole addresses, or (req) => bits):
+ *   the network an IPv6 client is limited as, with the default key;
+ * - `validate` (default true; false, or { ip, trustProxy, xForwardedForHeader,
+ *   forwardedHeader, keyGeneratorIpFallback: false }) and `logger` (default
+ *   console): the set-up checks, each reported once to logger.error;
  * - `cost`: tokens per request, a number or (req) => number (default 1);
  * - `prefix`: Redis key prefix (default 'rl:'); a rule's key is `${prefix}${rule.name}:${key}`;
  * - `failOpen` (default true): when Redis is unavailable (timeout, refused, no module),
  *   let the request through without headers; false: answer 503 with Retry-After;
- * - `timeoutMs` (default 500): the command timeout;
+ * - `timeoutMs` (default 250): the command timeout;
+ * - `engine` ('auto' | 'module' | 'functions' | 'eval'; default 'auto') and
+ *   `clock` ('auto' | 'server' | 'caller'): as RateLimit's; `middleware.engine`
+ *   says which engine decides;
  * - `cacheSize` (default 10000; 0: off): denials kept locally until their retryAfterMs;
  * - `legacyHeaders` (default false): also X-RateLimit-*;
  * - `statusCode` (429), `message` (body), `handler(req, res, next, result)`: the refusal;
  * - `onUnavailable(err, req)`: told of every unavailable-Redis decision (logging).
  * The decision is in `req.rateLimit` (a RateLimitResult) when the module decided.
+ * An error thrown (or a promise rejected) by `handler`, `key`, `cost` or by the
+ * `next()` it calls goes to `next(err)`, never to an unhandled rejection (as
+ * express-rate-limit's handleAsyncErrors).
  */
 function rateLimit(options = {}) {
-  const limiter = options.limiter ?? new RateLimit(options.client, { timeoutMs: options.timeoutMs ?? 500 });
-  const keyOf = options.key ?? defaultKey;
+  const limiter = options.limiter ?? new RateLimit(options.client, engineOptions(options));
+  const logger = options.logger ?? console;
+  const validator = makeValidator(options.validate ?? true, logger);
+  const ipv6Subnet = options.ipv6Subnet ?? DEFAULT_IPV6_SUBNET;
+  if (typeof ipv6Subnet !== 'function') checkIpv6Subnet(ipv6Subnet);
+  const keyOf = options.key ?? defaultKeyFor(ipv6Subnet, validator);
+  validator.keyFunction(options.key);
   const prefix = options.prefix ?? 'rl:';
   const failOpen = options.failOpen ?? true;
   const legacy = options.legacyHeaders ?? false;
@@ -102,9 +216,10 @@ function rateLimit(options = {}) {
   const cache = new DenialCache(options.cacheSize ?? 10000);
   const costOf = typeof options.cost === 'function' ? options.cost : () => options.cost ?? 1;
   const ruleList = options.rules ?? (options.limit ? [{ name: options.name ?? 'default', limit: options.limit }] : null);
-  if (!Array.isArray(ruleList) || ruleList.length === 0) throw new TypeError('redis-ratelimit: rateLimit() needs `rules` or `limit`');
+  if (!Array.isArray(ruleList) || ruleList.length === 0) throw new TypeError('redis-ratelimit-client: rateLimit() needs `rules` or `limit`');
   const rules = ruleList.map((r, i) => {
-    if (!r || !r.limit) throw new TypeError(`redis-ratelimit: rule ${i} has no limit`);
+    if (!r || !r.limit) throw new TypeError(`redis-ratelimit-client: rule ${i} has no limit`);
+    validator.keyFunction(r.key);
     return {
       name: r.name ?? `rule${i}`,
       limit: r.limit,
@@ -113,9 +228,9 @@ function rateLimit(options = {}) {
     };
   });
 
-  function refuse(req, res, next, result, headers) {
+  async function refuse(req, res, next, result, headers) {
     if (!res.headersSent) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
-    if (options.handler) return options.handler(req, res, next, result);
+    if (options.handler) return await options.handler(req, res, next, result);
     res.statusCode = statusCode;
     res.setHeader('Content-Type', 'text/plain; charset=utf-8');
     res.end(message);
@@ -136,22 +251,17 @@ function rateLimit(options = {}) {
     res.end('Service Unavailable\n');
   }
 
-  return function rateLimitMiddleware(req, res, next) {
-    let active;
-    let cost;
-    try {
-      active = [];
-      for (const rule of rules) {
-        if (!rule.matches(req)) continue;
-        const id = rule.key(req);
-        if (id === undefined || id === null) continue;
-        active.push({ rule, key: `${prefix}${rule.name}:${id}` });
-      }
-      if (active.length === 0) return next();
-      cost = costOf(req);
-    } catch (err) {
-      return next(err);
+  // One request: match the rules, answer from the cache of denials, or ask Redis.
+  async function decide(req, res, next) {
+    const active = [];
+    for (const rule of rules) {
+      if (!rule.matches(req)) continue;
+      const id = rule.key(req);
+      if (id === undefined || id === null) continue;
+      active.push({ rule, key: `${prefix}${rule.name}:${id}` });
     }
+    if (active.length === 0) return next();
+    const cost = costOf(req);
     const cacheKey = `${cost}|${active.map((a) => a.key).join('\n')}`;
     const cached = cache.get(cacheKey);
     if (cached) {
@@ -167,30 +277,50 @@ function rateLimit(options = {}) {
       return refuse(req, res, next, r, r.headers({ legacy }));
     }
     const opts = cost === 1 ? {} : { tokens: cost };
-    const decision =
-      active.length === 1
-        ? limiter.check(active[0].key, active[0].rule.limit, { ...opts, name: active[0].rule.name })
-        : limiter.all(
-            active.map((a) => ({ ...a.rule.limit, key: a.key, label: a.rule.name })),
-            opts,
-          );
-    decision.then(
-      (result) => {
-        req.rateLimit = result;
-        const headers = result.headers({ legacy });
-        if (!result.limited) {
-          if (!res.headersSent) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
-          return next();
+    let result;
+    try {
+      result =
+        active.length === 1
+          ? await limiter.check(active[0].key, active[0].rule.limit, { ...opts, name: active[0].rule.name })
+          : await limiter.all(
+              active.map((a) => ({ ...a.rule.limit, key: a.key, label: a.rule.name })),
+              opts,
+            );
+    } catch (err) {
+      if (err instanceof RateLimitUnavailableError) return unavailable(req, res, next, err);
+      throw err;
+    }
+    req.rateLimit = result;
+    const headers = result.headers({ legacy });
+    if (!result.limited) {
+      if (!res.headersSent) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+      return next();
+    }
+    if (result.retryAfterMs > 0) cache.set(cacheKey, Date.now() + result.retryAfterMs, result);
+    return refuse(req, res, next, result, headers);
+  }
+
+  // Whatever decide throws or rejects with goes to next(err) (a handler's
+  // error, or one thrown by the next middleware through next()): never an
+  // unhandled rejection. Returns nothing, so Express 5 does not call next twice.
+  function rateLimitMiddleware(req, res, next) {
+    decide(req, res, next).catch((err) => {
+      try {
+        next(err);
+      } catch (nextErr) {
+        try {
+          logger.error(nextErr);
+        } catch {
+          // nowhere left to report it
         }
-        if (result.retryAfterMs > 0) cache.set(cacheKey, Date.now() + result.retryAfterMs, result);
-        return refuse(req, res, next, result, headers);
-      },
-      (err) => {
-        if (err instanceof RateLimitUnavailableError) return unavailable(req, res, next, err);
-        return next(err);
-      },
-    );
-  };
+      }
+    });
+  }
+  /** The RateLimit it decides with (its timeout, reset(key), raw commands). */
+  rateLimitMiddleware.limiter = limiter;
+  /** The engine deciding: 'module', 'functions' or 'eval' (null before the first decision). */
+  Object.defineProperty(rateLimitMiddleware, 'engine', { get: () => limiter.engine, enumerable: true });
+  return rateLimitMiddleware;
 }
 
-module.exports = { rateLimit, DenialCache };
+module.exports = { rateLimit, DenialCache, ipKeyGenerator };

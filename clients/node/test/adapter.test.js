@@ -38,3 +38,21 @@ test('errors: unknown command → no-module, LOADING → server, a socket error 
   const wrongType = reply('ReplyError', 'WRONGTYPE Operation against a key holding the wrong kind of value');
   assert.strictEqual(classify(wrongType), wrongType);
 });
+
+test('a disconnected client is not sent to (it would queue the command): reason connection, at once', async () => {
+  let sent = 0;
+  const io = { status: 'reconnecting', call: () => (sent++, new Promise(() => {})) };
+  const nodeRedis = { isOpen: true, isReady: false, sendCommand: () => (sent++, new Promise(() => {})) };
+  for (const client of [io, nodeRedis]) {
+    const err = await withTimeout(senderFor(client), 60_000)(['RL.GCRA', 'k', 1, 1, 1]).then(() => null, (e) => e);
+    assert.ok(err instanceof RateLimitUnavailableError, String(err));
+    assert.strictEqual(err.reason, 'connection');
+  }
+  assert.strictEqual(sent, 0);
+  // Connected, or about to connect (ioredis lazyConnect 'wait', 'connecting'): sent.
+  for (const status of ['ready', 'wait', 'connecting', 'connect']) {
+    await senderFor({ status, call: () => (sent++, Promise.resolve(1)) })(['PING']);
+  }
+  await senderFor({ isOpen: true, isReady: true, sendCommand: () => (sent++, Promise.resolve(1)) })(['PING']);
+  assert.strictEqual(sent, 5);
+});

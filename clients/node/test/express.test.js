@@ -6,7 +6,7 @@ const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert');
 const express = require('express');
 const { startRedis, CLIENTS, request, listen, hungServer, freePort, commandCalls, sleep } = require('./helpers');
-const { rateLimit } = require('..');
+const { rateLimit, ipKeyGenerator } = require('..');
 
 let redis;
 const cleanups = [];
@@ -26,7 +26,7 @@ function app(middleware) {
   return a;
 }
 
-const user = (req) => req.get('x-user') ?? req.ip;
+const user = (req) => req.get('x-user') ?? ipKeyGenerator(req.ip);
 
 for (const [clientName, lib] of Object.entries(CLIENTS)) {
   describe(`middleware through ${clientName}`, () => {
@@ -143,26 +143,72 @@ function unconnected(libName, port) {
   };
 }
 
+/** Waits until the client is connected and ready (up to 2 s). */
+async function ready(client) {
+  for (let i = 0; i < 200; i++) {
+    if (client.status === 'ready' || client.isReady === true) return;
+    await sleep(10);
+  }
+  throw new Error('the client did not connect');
+}
+
+// Each situation: the server the client is aimed at, and the reasons the
+// middleware must report (onUnavailable) for each client library.
 const SITUATIONS = {
-  // TCP accepted, no reply ever: only the command timeout ends the wait.
-  'a hung Redis (timeout)': async () => {
-    const hung = await hungServer();
-    return { port: hung.port, close: hung.close };
+  // A connected client, then the server stops answering (SIGSTOP): only the command timeout ends the wait.
+  'a hung Redis (timeout)': {
+    async make() {
+      const server = await startRedis();
+      return {
+        port: server.port,
+        async connected() {
+          server.proc.kill('SIGSTOP');
+        },
+        close: async () => {
+          server.proc.kill('SIGCONT');
+          await server.stop();
+        },
+      };
+    },
+    reasons: ['timeout'],
   },
-  'a server without the module': async () => {
-    const plain = await startRedis({ withModule: false });
-    return { port: plain.port, close: plain.stop };
+  // TCP accepted, no reply ever, not even to the handshake: a node-redis client never becomes
+  // ready (nothing is queued: 'connection'); ioredis sends and waits ('timeout').
+  'a server that accepts and never answers': {
+    async make() {
+      const hung = await hungServer();
+      return { port: hung.port, close: hung.close };
+    },
+    reasons: ['timeout', 'connection'],
   },
-  'connection refused': async () => ({ port: await freePort(), close: async () => {} }),
+  'a server without the module': {
+    async make() {
+      const plain = await startRedis({ withModule: false, scripts: false });
+      return { port: plain.port, close: plain.stop, connected: async () => {} };
+    },
+    reasons: ['no-module'],
+  },
+  // Nothing listens: the connection is refused, and the client reports it at once ('connection'),
+  // not after the timeout (node-redis and ioredis would hold the command in their offline queue).
+  'connection refused': {
+    async make() {
+      return { port: await freePort(), close: async () => {} };
+    },
+    reasons: ['connection'],
+  },
 };
 
-for (const [situation, make] of Object.entries(SITUATIONS)) {
+for (const [situation, { make, reasons }] of Object.entries(SITUATIONS)) {
   for (const clientName of Object.keys(CLIENTS)) {
     test(`${situation} (${clientName}): fail open passes, fail closed answers 503, never 500`, { timeout: 15000 }, async () => {
       const target = await make();
       const conn = unconnected(clientName, target.port);
       const seen = [];
       try {
+        if (target.connected) {
+          await ready(conn.client);
+          await target.connected();
+        }
         const common = { client: conn.client, timeoutMs: 150, key: user, limit: { type: 'gcra', maxBurst: 0, tokensPerPeriod: 1, period: 60 } };
         const open = await listen(app(rateLimit({ ...common, onUnavailable: (err) => seen.push(err.reason) })));
         const closed = await listen(app(rateLimit({ ...common, failOpen: false })));
@@ -181,8 +227,8 @@ for (const [situation, make] of Object.entries(SITUATIONS)) {
           await open.close();
           await closed.close();
         }
-        const expected = { 'a hung Redis (timeout)': 'timeout', 'a server without the module': 'no-module' }[situation];
-        if (expected) assert.ok(seen.includes(expected), `reasons: ${seen.join(', ')}`);
+        assert.strictEqual(seen.length, 3, `reasons: ${seen.join(', ')}`);
+        for (const reason of seen) assert.ok(reasons.includes(reason), `reasons: ${seen.join(', ')} (expected ${reasons.join(' or ')})`);
       } finally {
         await conn.close();
         await target.close();

@@ -2,7 +2,8 @@
 // The rate-limiter-flexible-style API against a real server.
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert');
-const { startRedis, CLIENTS, freePort } = require('./helpers');
+const { startRedis, CLIENTS, freePort, commandCalls, sleep, raw } = require('./helpers');
+const { RateLimiterMemory } = require('rate-limiter-flexible');
 const { RateLimiterRedisModule, RateLimiterUnion, RateLimiterRes } = require('..');
 
 let redis;
@@ -92,12 +93,88 @@ for (const [clientName, lib] of Object.entries(CLIENTS)) {
       assert.ok(rejected && rejected[prefix('min')] instanceof RateLimiterRes, `rejected with ${JSON.stringify(rejected)}`);
       // The refusal took nothing from the per-second limiter: 3 of 5 left.
       assert.strictEqual((await perSecond.get('u')).remainingPoints, 3);
-      // A fixed window aligned on the first request cannot be part of RL.ALL.
-      const first = new RateLimiterRedisModule({ storeClient: conn.client, keyPrefix: prefix('first'), points: 2, duration: 60 });
-      await assert.rejects(new RateLimiterUnion(perSecond, first).consume('u'), /aligned on the clock/);
+    });
+
+    test('RateLimiterUnion of default limiters (windows from the first consume): all or nothing, never a TypeError', async () => {
+      const small = new RateLimiterRedisModule({ storeClient: conn.client, keyPrefix: prefix('us'), points: 2, duration: 60 });
+      const big = new RateLimiterRedisModule({ storeClient: conn.client, keyPrefix: prefix('ub'), points: 5, duration: 60 });
+      const union = new RateLimiterUnion(small, big);
+      const first = await union.consume('u');
+      // The binding limiter: the fewest points left.
+      assert.deepStrictEqual(Object.keys(first), [prefix('us')]);
+      assert.strictEqual(first[prefix('us')].remainingPoints, 1);
+      await union.consume('u');
+      const rejected = await union.consume('u').then(() => null, (r) => r);
+      assert.ok(rejected && rejected[prefix('us')] instanceof RateLimiterRes, `rejected with ${rejected}`);
+      assert.ok(rejected[prefix('us')].msBeforeNext > 59000, `msBeforeNext ${rejected[prefix('us')].msBeforeNext}`);
+      // The refused consume took nothing from the other limiter: 3 of 5 left.
+      assert.strictEqual((await big.get('u')).remainingPoints, 3);
+      assert.strictEqual((await small.get('u')).remainingPoints, 0);
+      // The windows start at the first consume: each key expires a minute after it.
+      const ttl = Number(await raw(conn.client)('PTTL', big.getKey('u')));
+      // (+1 ms: an expiry at a µs instant rounded up to a ms, on servers with a µs clock.)
+      assert.ok(ttl > 59000 && ttl <= 60001, `PTTL ${ttl}`);
+    });
+
+    test('inMemoryBlockOnConsumed: a key that consumed that many is refused from memory, without a Redis call', async () => {
+      const rl = new RateLimiterRedisModule({ storeClient: conn.client, keyPrefix: prefix('m'), points: 2, duration: 60, inMemoryBlockOnConsumed: 2 });
+      await rl.consume('u');
+      await rl.consume('u'); // 2 consumed: blocked in memory until the window ends
+      const calls = await commandCalls(conn.client, 'RL.FIXEDWINDOW');
+      for (let i = 0; i < 3; i++) {
+        const r = await rl.consume('u').then(() => null, (e) => e);
+        assert.ok(r instanceof RateLimiterRes, String(r));
+        assert.strictEqual(r.remainingPoints, 0);
+        assert.ok(r.msBeforeNext > 59000 && r.msBeforeNext <= 60000, `msBeforeNext ${r.msBeforeNext}`);
+      }
+      assert.strictEqual(await commandCalls(conn.client, 'RL.FIXEDWINDOW'), calls, 'a blocked key reached Redis');
+      assert.ok(rl.getInMemoryBlockMsBeforeExpire(rl.getKey('u')) > 59000);
+      // delete() also lifts the in-memory block.
+      await rl.delete('u');
+      assert.strictEqual((await rl.consume('u')).remainingPoints, 1);
+
+      // With inMemoryBlockDuration: a refusal blocks for that long (gcra: the bucket alone would pass sooner).
+      const timed = new RateLimiterRedisModule({
+        storeClient: conn.client, keyPrefix: prefix('md'), points: 1, duration: 0.2, algorithm: 'gcra', inMemoryBlockOnConsumed: 1, inMemoryBlockDuration: 5,
+      });
+      await timed.consume('v');
+      const refused = await timed.consume('v').then(() => null, (e) => e);
+      assert.strictEqual(refused.msBeforeNext, 5000);
+      await sleep(250); // the limiter itself would allow again
+      const blocked = await timed.consume('v').then(() => null, (e) => e);
+      assert.ok(blocked instanceof RateLimiterRes && blocked.msBeforeNext > 4000, String(blocked));
+
+      assert.throws(() => new RateLimiterRedisModule({ storeClient: conn.client, points: 5, inMemoryBlockOnConsumed: 4 }), /inMemoryBlockOnConsumed/);
+      assert.throws(() => new RateLimiterRedisModule({ storeClient: conn.client, inMemoryBlockDuration: 4 }), /inMemoryBlockOnConsumed/);
     });
   });
 }
+
+test('insuranceLimiter: when Redis cannot decide, rate-limiter-flexible\'s RateLimiterMemory decides instead', async () => {
+  const Redis = require('ioredis');
+  const c = new Redis({ host: '127.0.0.1', port: await freePort(), maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+  c.on('error', () => {});
+  try {
+    const insurance = new RateLimiterMemory({ points: 2, duration: 10 });
+    const rl = new RateLimiterRedisModule({ storeClient: c, points: 10, duration: 10, blockDuration: 30, insuranceLimiter: insurance });
+    assert.strictEqual(insurance.blockDuration, 30, 'the insurance limiter takes the blockDuration');
+    assert.strictEqual((await rl.consume('u')).remainingPoints, 1);
+    assert.strictEqual((await rl.consume('u')).remainingPoints, 0);
+    const refused = await rl.consume('u').then(() => null, (e) => e);
+    assert.ok(refused && refused.remainingPoints === 0 && refused.msBeforeNext > 29000, `refused with ${refused}`);
+    assert.strictEqual((await rl.get('u')).consumedPoints, 3);
+    assert.strictEqual(await rl.delete('u'), true);
+    assert.strictEqual(await rl.get('u'), null);
+    // A union whose limiters all have one: each insurance limiter is consumed.
+    const other = new RateLimiterRedisModule({ storeClient: c, keyPrefix: 'o', points: 10, duration: 10, insuranceLimiter: new RateLimiterMemory({ points: 1, duration: 10 }) });
+    const union = new RateLimiterUnion(rl, other);
+    assert.deepStrictEqual(Object.keys(await union.consume('w')).sort(), ['o', 'rlflx']);
+    const unionRefused = await union.consume('w').then(() => null, (e) => e);
+    assert.deepStrictEqual(Object.keys(unionRefused), ['o']);
+  } finally {
+    c.disconnect();
+  }
+});
 
 test('a store error rejects with an Error, not a RateLimiterRes', async () => {
   const Redis = require('ioredis');
@@ -107,6 +184,10 @@ test('a store error rejects with an Error, not a RateLimiterRes', async () => {
     const rl = new RateLimiterRedisModule({ storeClient: c, timeoutMs: 200 });
     const err = await rl.consume('u').then(() => null, (e) => e);
     assert.ok(err instanceof Error && !(err instanceof RateLimiterRes), String(err));
+    // A union of limiters without insurance: the same Error.
+    const union = new RateLimiterUnion(rl, new RateLimiterRedisModule({ storeClient: c, keyPrefix: 'x' }));
+    const unionErr = await union.consume('u').then(() => null, (e) => e);
+    assert.ok(unionErr instanceof Error && !(unionErr instanceof RateLimiterRes), String(unionErr));
   } finally {
     c.disconnect();
   }

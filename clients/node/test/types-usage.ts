@@ -1,6 +1,8 @@
 // Compiled (not run) by types.test.js: the declarations cover the documented API.
-import { createClient } from 'redis';
-import Redis from 'ioredis';
+import { createClient, createCluster } from 'redis';
+import { createCluster as createCluster4 } from 'redis4';
+import Redis, { Cluster } from 'ioredis';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
 import express from 'express';
 import { rateLimit as erl } from 'express-rate-limit';
 import {
@@ -12,13 +14,29 @@ import {
   RateLimiterUnion,
   RateLimiterRes,
   RateLimitUnavailableError,
-} from 'redis-ratelimit';
+  ipKeyGenerator,
+  EngineName,
+  LimitSpec,
+} from 'redis-ratelimit-client';
+
+const app0 = express();
 
 async function main(): Promise<void> {
   const nodeRedis = createClient();
   const ioredis = new Redis();
   const rl = new RateLimit(nodeRedis, { timeoutMs: 200 });
   const rl2 = new RateLimit(ioredis);
+  // Clusters: node-redis v5 and v4 (sendCommand(firstKey, isReadonly, args)), ioredis.
+  const cluster = createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:7000' }] });
+  const cluster4 = createCluster4({ rootNodes: [{ url: 'redis://127.0.0.1:7000' }] });
+  const ioCluster = new Cluster([{ host: '127.0.0.1', port: 7000 }]);
+  await new RateLimit(cluster).gcra('{u}:k', 4, 10, 1);
+  await new RateLimit(cluster4).gcra('{u}:k', 4, 10, 1);
+  await new RateLimit(ioCluster).gcra('{u}:k', 4, 10, 1);
+  app0.use(rateLimit({ client: cluster, limit: { type: 'gcra', maxBurst: 4, tokensPerPeriod: 10, period: 1 } }));
+  new RedisRateLimitStore({ client: cluster4, align: 'epoch' });
+  new RateLimiterRedisModule({ storeClient: cluster, points: 5 });
+  const fn = new RateLimit(async (args: (string | number)[]) => args.length);
   const r: RateLimitResult = await rl.gcra('k', 4, 10, 1, { tokens: 2, block: 5, name: 'api' });
   const limited: boolean = r.limited;
   const retry: number = r.retryAfterMs;
@@ -39,7 +57,7 @@ async function main(): Promise<void> {
   app.use(
     rateLimit({
       client: nodeRedis,
-      key: (req) => req.ip,
+      key: (req) => ipKeyGenerator(req.ip ?? '', 48),
       failOpen: true,
       timeoutMs: 100,
       rules: [
@@ -49,9 +67,24 @@ async function main(): Promise<void> {
       onUnavailable: (err: RateLimitUnavailableError) => console.warn(err.reason),
     }),
   );
+  const mw = rateLimit({ client: ioredis, limit: { type: 'slidingLog', limit: 5, window: 60 }, ipv6Subnet: 64, validate: { trustProxy: false }, logger: console });
+  const timeout: number = mw.limiter.timeoutMs;
+  const engine: EngineName | null = mw.engine;
+  const forced = new RateLimit(ioredis, { engine: 'functions', clock: 'caller', logger: console });
+  const found: EngineName = await forced.ready();
+  const spec: LimitSpec | undefined = await rl.policy('api-free');
+  new RedisRateLimitStore({ client: ioredis, engine: 'eval' }).engine;
+  new RateLimiterRedisModule({ storeClient: ioredis, engine: 'module', clock: 'server' }).engine;
+  rateLimit({ client: ioredis, limit: { type: 'gcra', maxBurst: 1, tokensPerPeriod: 1, period: 1 }, engine: 'auto', clock: 'auto' });
+  void [engine, found, spec];
+  rateLimit({ client: ioredis, limit: { type: 'slidingLog', limit: 5, window: 60 }, ipv6Subnet: false, validate: false });
   app.use(erl({ windowMs: 60_000, limit: 100, store: new RedisRateLimitStore({ client: ioredis }) }));
 
-  const flex = new RateLimiterRedisModule({ storeClient: ioredis, points: 5, duration: 1, blockDuration: 60 });
+  const flex = new RateLimiterRedisModule({
+    storeClient: ioredis, points: 5, duration: 1, blockDuration: 60,
+    insuranceLimiter: new RateLimiterMemory({ points: 5, duration: 1 }),
+    inMemoryBlockOnConsumed: 5, inMemoryBlockDuration: 10,
+  });
   try {
     const res: RateLimiterRes = await flex.consume('u', 1);
     console.log(res.remainingPoints, res.msBeforeNext);
@@ -63,7 +96,7 @@ async function main(): Promise<void> {
   const got: RateLimiterRes | null = await flex.get('u');
   const deleted: boolean = await flex.delete('u');
   await new RateLimiterUnion(flex, flex).consume('u');
-  console.log(limited, retry, h, which, got, deleted);
+  console.log(limited, retry, h, which, got, deleted, timeout, fn);
 }
 
 void main;

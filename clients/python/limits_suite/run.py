@@ -1,13 +1,14 @@
 """Runs the `limits` library's own strategy tests (moving window, sliding window counter, sync
 and async) against redis-ratelimit's storages: `redis+rl://` and `async+redis+rl://`.
 
-    python limits_suite/run.py [--sdist DIR] [pytest args…]
+    python -m limits_suite.run [--sdist DIR] [--port N] [pytest args…]   (from clients/python)
 
 Downloads the sdist of the installed `limits` version from PyPI (`pip download`) unless --sdist
-names an unpacked one, starts redis-server with the module ($RATELIMIT_MODULE) on a free loopback
-port, points the suite's "redis" storage at it and runs tests/test_strategy.py and
-tests/aio/test_strategy.py, classes TestMovingWindow and TestSlidingWindow (and their async
-twins). Exits with pytest's status. Needs pytest, pytest-asyncio, pytest-lazy-fixtures, flaky.
+names an unpacked one, starts redis-server with the module ($RATELIMIT_MODULE) on a loopback port
+(--port N, else $RL_SUITE_PORT, else a free one), points the suite's "redis" storage at it and
+runs the classes in CLASSES (tests/test_strategy.py's TestMovingWindow and TestSlidingWindow and
+their async twins) but the tests in DESELECTED, so pytest's "deselected" count is exactly those.
+Exits with pytest's status. Needs pytest, pytest-asyncio, pytest-lazy-fixtures, flaky.
 """
 
 from __future__ import annotations
@@ -20,11 +21,35 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import List, Optional, Tuple
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+from tests.helpers import RedisServer
 
-from server import RedisServer  # noqa: E402
+# The suite's classes that exercise the strategies this storage implements.
+CLASSES = [
+    "tests/test_strategy.py::TestMovingWindow",
+    "tests/test_strategy.py::TestSlidingWindow",
+    "tests/aio/test_strategy.py::TestAsyncMovingWindow",
+    "tests/aio/test_strategy.py::TestAsyncSlidingWindow",
+]
+
+# The tests of those classes that assert what the module does differently (the README's
+# "Differences from limits' own Redis storage" names both reasons).
+DESELECTED = [
+    # A log of 1,000,000 entries: RL.SLIDINGLOG refuses a limit above the module setting
+    # sliding-log-max-limit (default 1000, at most 100000).
+    "tests/test_strategy.py::TestMovingWindow::test_moving_window_huge_cost[redis+rl]",
+    "tests/aio/test_strategy.py::TestAsyncMovingWindow::"
+    "test_moving_window_huge_cost[async+redis+rl]",
+    # limits' own Redis storage floors the previous window's weighted count
+    # (floor(previous × ttl / expiry) + current + cost ≤ limit), so it admits up to one token
+    # more than the estimate; RL.SLIDINGWINDOW tests the estimate exactly. This test asserts
+    # the floor.
+    "tests/test_strategy.py::TestSlidingWindow::"
+    "test_sliding_window_counter_previous_window[redis+rl]",
+    "tests/aio/test_strategy.py::TestAsyncSlidingWindow::"
+    "test_sliding_window_counter_previous_window[async+redis+rl]",
+]
 
 # Appended to the suite's tests/utils.py: only our storages, under the suite's own ids.
 OVERRIDE = '''
@@ -91,10 +116,24 @@ def fetch_sdist(dest: Path) -> Path:
     return dest / f"limits-{version}"
 
 
-def main() -> int:
+def parse_args(argv: Optional[List[str]] = None) -> Tuple[argparse.Namespace, List[str]]:
+    """(run.py's own options, the arguments left for pytest)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sdist", type=Path, help="an unpacked limits sdist (default: download)")
-    args, pytest_args = parser.parse_known_args()
+    parser.add_argument("--port", type=int, default=int(os.environ.get("RL_SUITE_PORT", "0")),
+                        help="the loopback port of the server it starts (default: "
+                             "$RL_SUITE_PORT, else a free one)")
+    return parser.parse_known_args(argv)
+
+
+def pytest_command(pytest_args: List[str]) -> List[str]:
+    """The suite's pytest command line: CLASSES but DESELECTED, then ``pytest_args``."""
+    selection = [arg for test in DESELECTED for arg in ("--deselect", test)]
+    return [sys.executable, "-m", "pytest", "-p", "flaky", *CLASSES, *selection, *pytest_args]
+
+
+def main() -> int:
+    args, pytest_args = parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         sdist = args.sdist or fetch_sdist(work / "dl")
@@ -105,26 +144,9 @@ def main() -> int:
         (suite / "tests" / "conftest.py").write_text(CONFTEST)
         (suite / "tests" / "aio" / "conftest.py").unlink(missing_ok=True)
         (suite / "pytest.ini").write_text(INI)
-        with RedisServer() as server:
+        with RedisServer(port=args.port) as server:
             env = dict(os.environ, RL_SUITE_PORT=str(server.port))
-            selection = ["-k", "MovingWindow or SlidingWindow",
-                         # A log of 1,000,000 entries: RL.SLIDINGLOG refuses a limit above the
-                         # module setting sliding-log-max-limit (default 1000, at most 100000).
-                         "--deselect", "tests/test_strategy.py::TestMovingWindow::"
-                         "test_moving_window_huge_cost[redis+rl]",
-                         "--deselect", "tests/aio/test_strategy.py::TestAsyncMovingWindow::"
-                         "test_moving_window_huge_cost[async+redis+rl]",
-                         # limits' own Redis storage floors the previous window's weighted
-                         # count (floor(previous × ttl / expiry) + current + cost ≤ limit), so
-                         # it admits up to one token more than the estimate; RL.SLIDINGWINDOW
-                         # tests the estimate exactly. This test asserts the floor.
-                         "--deselect", "tests/test_strategy.py::TestSlidingWindow::"
-                         "test_sliding_window_counter_previous_window[redis+rl]",
-                         "--deselect", "tests/aio/test_strategy.py::TestAsyncSlidingWindow::"
-                         "test_sliding_window_counter_previous_window[async+redis+rl]"]
-            cmd = [sys.executable, "-m", "pytest", "-p", "flaky", "tests/test_strategy.py",
-                   "tests/aio/test_strategy.py", *selection, *pytest_args]
-            return subprocess.run(cmd, cwd=suite, env=env).returncode
+            return subprocess.run(pytest_command(pytest_args), cwd=suite, env=env).returncode
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from typing import Any, Dict, List, Tuple, TypeVar
+
 import pytest
 import redis
 import redis.asyncio
@@ -20,6 +22,10 @@ from redis_ratelimit import (
     SlidingWindow,
     TokenBucket,
 )
+from redis_ratelimit._commands import Call
+from redis_ratelimit._core import policy_from_words
+
+T = TypeVar("T")
 
 
 def test_every_command_returns_a_decision(r: redis.Redis) -> None:
@@ -53,7 +59,8 @@ def test_headers_of_an_allowed_and_a_refused_decision(r: redis.Redis) -> None:
         h = rl.gcra("u", 4, 1, 1).headers("api")
         assert h["RateLimit-Policy"] == '"api";q=5;w=5'
         assert h["RateLimit"] == f'"api";r={4 - i};t={i + 1}'
-        assert h["X-RateLimit-Remaining"] == str(4 - i)
+        assert "X-RateLimit-Remaining" not in h  # the legacy trio is off by default
+        assert rl.gcra("w", 4, 1, 1, peek=True).headers(legacy=True)["X-RateLimit-Limit"] == "5"
         assert "Retry-After" not in h
     d = rl.gcra("u", 4, 1, 1)
     assert d.limited
@@ -63,7 +70,16 @@ def test_headers_of_an_allowed_and_a_refused_decision(r: redis.Redis) -> None:
     never = rl.gcra("v", 4, 1, 1, tokens=6)
     assert never.limited and never.retry_after_ms == -1
     assert "Retry-After" not in never.headers()
-    assert "X-RateLimit-Limit" not in never.headers(legacy=False)
+    assert "X-RateLimit-Limit" not in never.headers()
+    legacy = never.headers(legacy=True)
+    assert (legacy["X-RateLimit-Limit"], legacy["X-RateLimit-Remaining"]) == ("5", "5")
+
+
+def test_legacy_headers_are_off_by_default() -> None:
+    d = Decision(True, 5, 0, 1500, 3000, name="api", window_s=5)
+    assert d.headers() == {"RateLimit-Policy": '"api";q=5;w=5', "RateLimit": '"api";r=0;t=2',
+                           "Retry-After": "2"}
+    assert d.headers(legacy=True)["X-RateLimit-Reset"] == "3"
 
 
 def test_all_names_the_binding_limit(r: redis.Redis) -> None:
@@ -79,6 +95,7 @@ def test_all_names_the_binding_limit(r: redis.Redis) -> None:
         rl.all([("x", LeakyBucket(1, 1, 1))])
 
 
+@pytest.mark.module_only
 def test_policies(r: redis.Redis) -> None:
     rl = RateLimiter(r)
     rl.policy_set("api", SlidingWindow(2, 60), shadow=True, soft=50, block=5)
@@ -116,11 +133,79 @@ def test_async_client(server) -> None:
         assert (await rl.gcra("a", 0, 1, 60)).limited
         assert (await rl.sliding_log("b", 1, 60)).allowed
         assert (await rl.all([("{c}1", SlidingWindow(1, 60)), ("{c}2", GCRA(0, 1, 60))])).binding == 0
-        await rl.policy_set("p", FixedWindow(1, 60))
-        assert await rl.policy_list() == ["p"]
-        assert (await rl.limit("p", "k")).allowed
-        assert (await rl.limit("p", "k")).limited
-        await rl.policy_del("p")
+        if rl.engine == "module":
+            await rl.policy_set("p", FixedWindow(1, 60))
+            assert await rl.policy_list() == ["p"]
+            assert (await rl.limit("p", "k")).allowed
+            assert (await rl.limit("p", "k")).limited
+            await rl.policy_del("p")
         await client.aclose() if hasattr(client, "aclose") else await client.close()
 
     asyncio.run(run())
+
+
+def test_an_unknown_policy_algorithm_is_an_error(r: redis.Redis) -> None:
+    """A newer module's algorithm must not come back as a SlidingLog."""
+    rl = RateLimiter(FakeRedis({("RL.POLICY", "GET", "p"): [b"NEWALGO", b"1", b"2"]}),
+                     engine="module")
+    with pytest.raises(ValueError, match="NEWALGO"):
+        rl.policy_get("p")
+    with pytest.raises(ValueError, match="does not know"):
+        policy_from_words([b"GCRA", b"1"])  # too few parameters
+    assert policy_from_words([b"slidinglog", b"5", b"60", b"BLOCK", b"2.5"]) == (
+        SlidingLog(5, 60), {"shadow": False, "soft": None, "block": 2.5})
+
+
+class FakeRedis:
+    """Answers from a table and records what it was sent."""
+
+    def __init__(self, replies: Dict[Tuple[str, ...], Any]) -> None:
+        self.replies = replies
+        self.sent: List[Tuple[str, ...]] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(tuple(str(a) for a in args))
+        return self.replies.get(self.sent[-1], [0, 1, 0, -1, 1000])
+
+
+def test_every_method_sends_through_run() -> None:
+    """Every command goes through one method, the one place a second engine would hook in."""
+    sent: List[List[str]] = []
+
+    class Recording(RateLimiter):
+        def run(self, call: Call[T]) -> T:
+            sent.append(call.args)
+            return super().run(call)
+
+    fake = FakeRedis({("RL.POLICY", "LIST"): [b"p"], ("RL.POLICY", "DUMP"): b"",
+                      ("RL.POLICY", "GET", "missing"): None,
+                      ("RL.POLICY", "LOAD", "x"): 1})
+    rl = Recording(fake, engine="module")
+    rl.gcra("k", 1, 1, 1)
+    rl.token_bucket("k", 1, 1, 1)
+    rl.leaky_bucket("k", 1, 1, 1)
+    rl.fixed_window("k", 1, 1)
+    rl.sliding_window("k", 1, 1)
+    rl.sliding_log("k", 1, 1)
+    rl.limit("p", "k")
+    rl.all([("k", GCRA(1, 1, 1))])
+    rl.policy_set("p", GCRA(1, 1, 1))
+    rl.policy_get("missing")
+    rl.policy_del("p")
+    rl.policy_list()
+    rl.policy_dump()
+    rl.policy_load("x")
+    rl.policy_resetstats()
+    assert [args for args in sent] == [list(args) for args in fake.sent]
+    assert len(sent) == 15
+
+
+def test_from_url_fails_fast_by_default(refused_port: int) -> None:
+    """0.25 s socket timeouts and no retries, unless told otherwise."""
+    rl = RateLimiter.from_url(f"redis://127.0.0.1:{refused_port}")
+    kwargs = rl.redis.connection_pool.connection_kwargs
+    assert kwargs["socket_timeout"] == 0.25 == rl.timeout_s
+    assert kwargs["socket_connect_timeout"] == 0.25
+    assert AsyncRateLimiter.from_url("redis://x").timeout_s == 0.25
+    assert RateLimiter.from_url("redis://x", timeout_s=0.1).timeout_s == 0.1
+    assert RateLimiter(redis.Redis(socket_timeout=1.5)).timeout_s == 1.5

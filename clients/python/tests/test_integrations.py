@@ -20,8 +20,8 @@ from slowapi import Limiter, _rate_limit_exceeded_handler
 from slowapi.errors import RateLimitExceeded
 
 import redis_ratelimit  # noqa: F401  (registers redis+rl://)
+from tests.helpers import calls
 
-from conftest import calls
 
 CLIENTS = 20
 LIMIT = 7

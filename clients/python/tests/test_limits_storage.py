@@ -22,12 +22,11 @@ import redis_ratelimit  # noqa: F401  (registers the schemes)
 from redis_ratelimit.limits_storage import (
     AsyncRateLimitClusterStorage,
     AsyncRateLimitStorage,
+    MovingWindowLimitTooLarge,
     RateLimitClusterStorage,
     RateLimitStorage,
 )
-from server import RedisServer
-
-from conftest import calls
+from tests.helpers import RedisServer, calls
 
 
 def test_schemes_are_registered(server) -> None:
@@ -92,10 +91,47 @@ def test_moving_window_stats_come_from_the_log(url, r) -> None:
     assert stats.reset_time == pytest.approx(start + 60)
 
 
-def test_a_limit_above_the_module_bound_is_an_error(url) -> None:
+def test_a_limit_above_the_module_bound_is_one_error(url) -> None:
+    """Above the module's sliding-log-max-limit (1000 here) and above the setting's own bound
+    (100000), the module words its refusal differently: the storage says one thing."""
+    errors = []
     storage = storage_from_string(url.replace("redis://", "redis+rl://"))
-    with pytest.raises(redis.exceptions.ResponseError, match="limit"):
-        MovingWindowRateLimiter(storage).hit(parse("5000/minute"), "x")
+    for limit in (5000, 100_001):
+        with pytest.raises(redis.exceptions.ResponseError) as caught:
+            MovingWindowRateLimiter(storage).hit(parse(f"{limit}/minute"), "x")
+        errors.append((limit, caught.value))
+
+    async def run() -> None:
+        aio = storage_from_string(url.replace("redis://", "async+redis+rl://"))
+        for limit in (5000, 100_001):
+            with pytest.raises(redis.exceptions.ResponseError) as caught:
+                await AioMovingWindow(aio).hit(parse(f"{limit}/minute"), "x")
+            errors.append((limit, caught.value))
+
+    asyncio.run(run())
+    assert all(isinstance(e, MovingWindowLimitTooLarge) for _, e in errors)
+    messages = [str(e).split(" (the module said")[0].replace(str(n), "N") for n, e in errors]
+    assert len(set(messages)) == 1, messages
+    assert "use the sliding-window-counter strategy" in messages[0]
+
+
+def test_the_async_storage_registers_its_scripts_once(url, r) -> None:
+    """get_moving_window / get_sliding_window run their script by EVALSHA (loaded once), not by
+    sending the whole script with EVAL on every call, as the sync storage does."""
+    async def run() -> None:
+        storage = storage_from_string(url.replace("redis://", "async+redis+rl://"))
+        item = parse("5/minute")
+        for strategy in (AioMovingWindow, AioSlidingWindow):
+            limiter = strategy(storage)
+            for _ in range(3):
+                await limiter.hit(item, "s")
+                await limiter.get_window_stats(item, "s")
+
+    r.script_flush()
+    before_eval = calls(r, "eval")
+    asyncio.run(run())
+    assert calls(r, "eval") == before_eval
+    assert calls(r, "evalsha") >= 6
 
 
 def test_async_storage(url, r) -> None:

@@ -1,30 +1,41 @@
 """The WSGI and ASGI middleware and the FastAPI dependency: rules, headers, the denial cache,
 and failing open or closed — on a timeout (a hung server), a server without the module, and a
-refused connection — never a 500."""
+refused connection — never a 500; back-off while Redis is down, the in-memory fallback, calls
+bounded by socket timeouts (never cancelled), refusals rendered by the app, one flow."""
 
 from __future__ import annotations
 
 import asyncio
 import io
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-import redis
-import redis.asyncio
 from fastapi import Depends, FastAPI
 from fastapi.testclient import TestClient
 
-from redis_ratelimit import GCRA, AsyncRateLimiter, FixedWindow, Policy, RateLimiter, SlidingLog
-from redis_ratelimit.fastapi import RateLimit
+from redis_ratelimit import (
+    GCRA,
+    AsyncRateLimiter,
+    Decision,
+    FixedWindow,
+    Limit,
+    Policy,
+    RateLimiter,
+    SlidingLog,
+)
+from redis_ratelimit.fastapi import RateLimit, RateLimitExceeded
 from redis_ratelimit.middleware import (
     ASGIRateLimitMiddleware,
+    MemoryFallback,
+    RateLimitFlow,
+    Refusal,
     Rule,
     WSGIRateLimitMiddleware,
     header_key,
 )
-from server import RedisServer
+from tests.helpers import HungServer, RedisServer, calls
 
-from conftest import calls
 
 RULES = [
     Rule(GCRA(2, 1, 1), path="/api/", key=header_key("x-user"), name="api"),
@@ -57,7 +68,7 @@ def wsgi_get(app: Any, path: str, method: str = "GET",
 
 
 def wsgi_app(port: int, **options: Any) -> WSGIRateLimitMiddleware:
-    limiter = RateLimiter.from_url(f"redis://127.0.0.1:{port}", timeout_s=0.3)
+    limiter = RateLimiter.from_url(f"redis://127.0.0.1:{port}")
     return WSGIRateLimitMiddleware(hello_wsgi, limiter, RULES, **options)
 
 
@@ -69,8 +80,12 @@ def test_wsgi_rules_and_headers(server, r) -> None:
         assert headers["RateLimit-Policy"] == '"api";q=3;w=3'
         assert headers["RateLimit"].startswith(f'"api";r={2 - i};')
         assert headers["Content-Type"] == "text/plain"
+        assert "X-RateLimit-Limit" not in headers  # the legacy trio is off by default
     status, headers = wsgi_get(app, "/api/x", user="alice")
     assert status == 429 and headers["Retry-After"] == "1"
+    assert headers["RateLimit"] == '"api";r=0;t=1'
+    legacy = wsgi_get(wsgi_app(server.port, legacy_headers=True), "/api/x", user="al")[1]
+    assert (legacy["X-RateLimit-Limit"], legacy["X-RateLimit-Remaining"]) == ("3", "2")
     assert wsgi_get(app, "/api/x", user="bob")[0] == 200
     # Unmatched paths, methods and exempt keys pass without headers.
     assert "RateLimit" not in wsgi_get(app, "/other")[1]
@@ -98,27 +113,38 @@ def test_wsgi_denials_are_answered_from_the_cache(server, r) -> None:
     assert calls(r, "rl.gcra") == before + 3
 
 
+# redis-server options that take every script command away: no engine can run there.
+NO_SCRIPTS = [arg for command in ("FUNCTION", "FCALL", "FCALL_RO", "EVAL", "EVALSHA", "SCRIPT")
+              for arg in ("--rename-command", command, "")]
+
+
 def failing_servers() -> List[str]:
-    return ["timeout", "no-module", "refused"]
+    return ["timeout", "no-engine", "refused"]
 
 
 class Broken:
-    """A port where the limiter fails in one of three ways."""
+    """A port where the limiter fails in one of three ways: a hung server (a socket that accepts
+    and never answers), a server without any engine (no module, and scripts refused, as on OCI
+    Cache's sharded clusters), a refused connection."""
 
     def __init__(self, how: str, refused_port: int) -> None:
         self.how = how
         self.server: Optional[RedisServer] = None
+        self.hung: Optional[HungServer] = None
         if how == "refused":
             self.port = refused_port
-            return
-        self.server = RedisServer(module=(how == "timeout")).start()
-        self.port = self.server.port
-        if how == "timeout":
-            self.server.pause()
+        elif how == "timeout":
+            self.hung = HungServer()
+            self.port = self.hung.port
+        else:
+            self.server = RedisServer(module=False, args=NO_SCRIPTS).start()
+            self.port = self.server.port
 
     def close(self) -> None:
         if self.server:
             self.server.stop()
+        if self.hung:
+            self.hung.close()
 
 
 @pytest.mark.parametrize("how", failing_servers())
@@ -162,9 +188,8 @@ async def asgi_get(app: Any, path: str, method: str = "GET",
 
 
 def asgi_app(port: int, **options: Any) -> ASGIRateLimitMiddleware:
-    client = redis.asyncio.Redis(host="127.0.0.1", port=port)  # no client timeouts: timeout_s
-    options.setdefault("timeout_s", 0.3)
-    return ASGIRateLimitMiddleware(hello_asgi, AsyncRateLimiter(client), RULES, **options)
+    limiter = AsyncRateLimiter.from_url(f"redis://127.0.0.1:{port}")
+    return ASGIRateLimitMiddleware(hello_asgi, limiter, RULES, **options)
 
 
 def test_asgi_rules_headers_and_cache(server, r) -> None:
@@ -207,8 +232,7 @@ def test_asgi_fails_open_or_closed(how: str, refused_port: int) -> None:
 # ------------------------------------------------------------------ FastAPI dependency
 
 def fastapi_app(port: int, **options: Any) -> FastAPI:
-    limiter = AsyncRateLimiter.from_url(f"redis://127.0.0.1:{port}", timeout_s=0.3)
-    options.setdefault("timeout_s", 0.3)
+    limiter = AsyncRateLimiter.from_url(f"redis://127.0.0.1:{port}")
     app = FastAPI()
 
     @app.get("/items", dependencies=[Depends(RateLimit(limiter, GCRA(1, 1, 1), **options))])
@@ -222,6 +246,7 @@ def fastapi_app(port: int, **options: Any) -> FastAPI:
     return app
 
 
+@pytest.mark.module_only
 def test_fastapi_dependency(server, r) -> None:
     RateLimiter(r).policy_set("tier", FixedWindow(1, 60))
     with TestClient(fastapi_app(server.port)) as client:
@@ -245,3 +270,217 @@ def test_fastapi_dependency_fails_open_or_closed(how: str, refused_port: int) ->
             assert client.get("/items").status_code == 503
     finally:
         broken.close()
+
+
+# ------------------------------------------------------------------ Redis down: back-off, fallback
+
+def test_wsgi_backs_off_while_redis_is_down() -> None:
+    """The first timeout marks Redis down: the next requests do not wait on it; one request
+    checks it again after recheck_after_s (doubling while it stays down)."""
+    with HungServer() as hung:
+        app = wsgi_app(hung.port, recheck_after_s=0.2)
+        assert wsgi_get(app, "/api/", user="x")[0] == 200  # waited one timeout, failed open
+        sent = hung.commands
+        assert sent >= 1
+        for _ in range(20):
+            assert wsgi_get(app, "/api/", user="x")[0] == 200
+        assert hung.commands == sent  # marked down: nothing sent
+        # A rule failing closed answers 503 at once too.
+        assert wsgi_get(app, "/login", method="POST")[0] == 503
+        assert app.flow.health.down
+        deadline = time.monotonic() + 5
+        while hung.commands == sent and time.monotonic() < deadline:
+            time.sleep(0.05)
+            wsgi_get(app, "/api/", user="x")
+        assert hung.commands == sent + 1  # one request checked it again
+
+
+def test_wsgi_recovers_when_redis_is_back(server, r, refused_port: int) -> None:
+    app = wsgi_app(server.port, recheck_after_s=0.01)
+    app.limiter = RateLimiter.from_url(f"redis://127.0.0.1:{refused_port}")
+    assert wsgi_get(app, "/api/", user="y")[1].get("RateLimit") is None  # failed open
+    assert app.flow.health.down
+    app.limiter = RateLimiter.from_url(f"redis://127.0.0.1:{server.port}")
+    time.sleep(0.02)
+    assert "RateLimit" in wsgi_get(app, "/api/", user="y")[1]
+    assert not app.flow.health.down
+
+
+def test_memory_fallback_decides_while_redis_is_down(refused_port: int) -> None:
+    """With fallback=MemoryFallback(), the rule's limit still holds (per process) while Redis
+    is down; without it, the rule fails open."""
+    app = wsgi_app(refused_port, fallback=MemoryFallback())
+    statuses = [wsgi_get(app, "/api/", user="z")[0] for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]  # GCRA(2, 1, 1): a burst of 3
+    status, headers = wsgi_get(app, "/api/", user="z")
+    assert status == 429 and headers["Retry-After"] == "1"
+    assert headers["RateLimit-Policy"] == '"api";q=3;w=3'
+    # The closed rule is decided by the fallback too (SlidingLog(1, 60)).
+    assert [wsgi_get(app, "/login", method="POST")[0] for _ in range(2)] == [200, 429]
+    # A policy's limit lives on the server: the fallback cannot decide it.
+    assert MemoryFallback().check("k", Policy("p")) is None
+
+
+def test_memory_fallback_refills_over_the_window() -> None:
+    fallback = MemoryFallback(max_keys=2)
+    limit = FixedWindow(2, 0.05)
+    assert [fallback.check("a", limit).allowed for _ in range(3)] == [True, True, False]
+    never = fallback.check("a", limit, tokens=3)
+    assert never is not None and never.limited and never.retry_after_ms == -1
+    time.sleep(0.06)
+    again = fallback.check("a", limit)
+    assert again is not None and again.allowed
+    fallback.check("b", limit)
+    fallback.check("c", limit)
+    assert len(fallback._buckets) == 2  # the least recently used went
+
+
+def test_asgi_backs_off_and_falls_back(refused_port: int) -> None:
+    async def run() -> None:
+        app = asgi_app(refused_port, fallback=MemoryFallback())
+        statuses = [(await asgi_get(app, "/api/", user="w"))[0] for _ in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        assert app.flow.health.down
+
+    asyncio.run(run())
+
+
+def test_asgi_never_cancels_a_redis_call() -> None:
+    """The call is bounded by the client's socket timeout, not cancelled from outside
+    (cancelling a redis-py asyncio call could cross replies before 4.5.4: CVE-2023-28858/9)."""
+    cancelled: List[str] = []
+
+    class Watching:
+        def __init__(self, limiter: AsyncRateLimiter) -> None:
+            self.limiter = limiter
+            self.timeout_s = limiter.timeout_s
+
+        async def check(self, key: str, limit: Limit, *, tokens: int = 1,
+                        name: Optional[str] = None) -> Decision:
+            try:
+                return await self.limiter.check(key, limit, tokens=tokens, name=name)
+            except asyncio.CancelledError:
+                cancelled.append(key)
+                raise
+
+    with HungServer() as hung:
+        # Longer than the old middleware's own 0.5 s bound, which cancelled the call.
+        limiter = Watching(AsyncRateLimiter.from_url(f"redis://127.0.0.1:{hung.port}",
+                                                     timeout_s=0.6))
+
+        async def run() -> None:
+            app = ASGIRateLimitMiddleware(hello_asgi, limiter, RULES)
+            assert (await asgi_get(app, "/api/", user="v"))[0] == 200
+
+        asyncio.run(asyncio.wait_for(run(), 10))
+    assert cancelled == []
+
+
+# ------------------------------------------------------------------ refusals rendered by the app
+
+def test_fastapi_refusals_go_through_the_app_exception_handlers(server, r) -> None:
+    app = fastapi_app(server.port)
+
+    @app.exception_handler(RateLimitExceeded)
+    async def too_many(request: Any, exc: RateLimitExceeded) -> Any:
+        from fastapi.responses import JSONResponse
+
+        decision = exc.refusal.decision
+        assert decision is not None
+        return JSONResponse({"error": "slow down", "rule": exc.refusal.rule,
+                             "retry_after_ms": decision.retry_after_ms},
+                            status_code=429, headers=exc.headers)
+
+    with TestClient(app) as client:
+        client.get("/items")
+        client.get("/items")
+        refused = client.get("/items")
+    assert refused.status_code == 429
+    assert refused.json()["error"] == "slow down" and refused.json()["rule"] == "/items"
+    assert refused.headers["retry-after"] == "1"
+
+
+def test_asgi_middleware_renders_refusals_with_the_wrapped_app(server, r) -> None:
+    inner = FastAPI()
+
+    @inner.get("/api/")
+    async def api() -> dict:
+        return {"ok": True}
+
+    @inner.exception_handler(RateLimitExceeded)
+    async def too_many(request: Any, exc: RateLimitExceeded) -> Any:
+        from fastapi.responses import PlainTextResponse
+
+        return PlainTextResponse("custom", status_code=429)
+
+    limiter = AsyncRateLimiter.from_url(f"redis://127.0.0.1:{server.port}")
+    app = ASGIRateLimitMiddleware(inner, limiter, RULES)
+    with TestClient(app) as client:
+        statuses = [client.get("/api/", headers={"x-user": "u"}) for _ in range(4)]
+    assert [s.status_code for s in statuses] == [200, 200, 200, 429]
+    assert statuses[3].text == "custom" and statuses[3].headers["retry-after"] == "1"
+    assert statuses[0].headers["ratelimit-policy"] == '"api";q=3;w=3'
+
+
+def test_render_option(server, r) -> None:
+    def render(refusal: Refusal) -> Tuple[int, Dict[str, str], bytes]:
+        return refusal.status, {"Content-Type": "application/json"}, b'{"limited": true}'
+
+    app = wsgi_app(server.port, render=render)
+    for _ in range(3):
+        wsgi_get(app, "/api/", user="t")
+    status, headers = wsgi_get(app, "/api/", user="t")
+    assert status == 429 and headers["Content-Type"] == "application/json"
+    assert headers["Retry-After"] == "1"
+
+
+# ------------------------------------------------------------------ one flow
+
+def test_one_flow_decides_for_wsgi_asgi_and_fastapi(server, r, monkeypatch) -> None:
+    """WSGI, ASGI and the FastAPI dependency all decide through RateLimitFlow."""
+    seen: List[str] = []
+    start = RateLimitFlow._start
+
+    def counting(self: RateLimitFlow, request: Any, rule: Any) -> Any:
+        seen.append(request.path)
+        return start(self, request, rule)
+
+    monkeypatch.setattr(RateLimitFlow, "_start", counting)
+    wsgi_get(wsgi_app(server.port), "/api/wsgi", user="o")
+    asyncio.run(asgi_get(asgi_app(server.port), "/api/asgi", user="o"))
+    with TestClient(fastapi_app(server.port)) as client:
+        assert client.get("/items").status_code == 200
+    assert seen == ["/api/wsgi", "/api/asgi", "/items"]
+
+
+def test_back_off_with_a_scripted_limiter() -> None:
+    """Outages mark Redis down and double the wait; an error reply or a decision marks it up."""
+    import redis.exceptions
+
+    script: List[Any] = [redis.exceptions.ConnectionError("refused"),
+                         redis.exceptions.TimeoutError("timeout"),
+                         redis.exceptions.ResponseError("unknown command"),
+                         Decision(False, 3, 2, -1, 1000)]
+    asked: List[str] = []
+
+    class Scripted:
+        def check(self, key: str, limit: Limit, *, tokens: int = 1,
+                  name: Optional[str] = None) -> Decision:
+            asked.append(key)
+            step = script.pop(0)
+            if isinstance(step, Exception):
+                raise step
+            return step
+
+    app = WSGIRateLimitMiddleware(hello_wsgi, Scripted(), RULES, recheck_after_s=0.05,
+                                  recheck_max_s=0.08)
+    health = app.flow.health
+    assert wsgi_get(app, "/api/", user="s")[0] == 200 and health.down  # refused
+    assert wsgi_get(app, "/api/", user="s")[0] == 200 and len(asked) == 1  # not asked
+    time.sleep(0.06)
+    assert wsgi_get(app, "/api/", user="s")[0] == 200 and len(asked) == 2  # checked: timeout
+    assert health.down and health._wait_s == 0.08  # doubled, capped
+    time.sleep(0.09)
+    assert wsgi_get(app, "/login", method="POST")[0] == 503  # checked: an error reply
+    assert not health.down and len(asked) == 3
+    assert "RateLimit" in wsgi_get(app, "/api/", user="s")[1]

@@ -17,6 +17,7 @@ use smallvec::SmallVec;
 
 use super::{propagate, settings, Answer};
 
+mod sorted_set;
 mod storage;
 mod write;
 
@@ -25,18 +26,20 @@ use crate::algorithm::bucket_window::{self, BucketWindow};
 use crate::algorithm::plan::{plan as plan_change, Change};
 pub use crate::algorithm::plan::{Op, Options};
 use crate::algorithm::recognize::is_limiter_state;
+use crate::algorithm::recognize::MAX_STATE_BYTES;
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog};
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::{all, policy};
 use crate::algorithm::{Algorithm, Decision, RefundWrite, STATE_BUF_LEN};
-use crate::error::{Error, Result};
+use crate::error::{Error, KeyName, Result, NOT_OURS_AHEAD};
 pub use crate::limit::{Limit, Modes};
 use crate::server::effects::{self, EventClass};
 use crate::server::key::{Key, KeyKind};
 use crate::server::string::{Arg, OwnedString};
 use crate::server::{clock_us, Ctx};
-use crate::time::ceil_ms;
-use storage::{plan_log, plan_string, Buckets, Fixed};
+use crate::time::{ceil_ms, STATE_HORIZON_US};
+use sorted_set::plan_log;
+use storage::{plan_string, Buckets, Fixed};
 use write::{announce, apply_planned, Effect, Write};
 
 use super::sliding_log::{self as log_glue, ZsetLog};
@@ -113,28 +116,29 @@ pub fn all<'a>(
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
     planned.clear();
+    // What the reply needs from all the limits, gathered as they are planned.
+    let (mut shadows, mut blocked, mut shadow_limited, mut soft_over) = (0, false, false, false);
     for (name, limit, modes) in limits {
         let (key, p) = plan(ctx, *name, limit, modes, now_us, options)?;
+        shadows += usize::from(p.shadow);
+        blocked |= p.blocked;
+        shadow_limited |= p.shadow_limited;
+        soft_over |= p.soft_over;
         keys.push(key);
         planned.push(p);
     }
     // A shadow limit never refuses, nor binds: the binding limit is among
-    // the others (among all when every limit is a shadow).
-    let all_shadow = planned.iter().all(|p| p.shadow);
-    let positions: Few<usize> = (0..planned.len())
-        .filter(|&i| all_shadow || planned.get(i).is_some_and(|p| !p.shadow))
-        .collect();
-    let (at, decision, allowed) = all::binding(
-        positions
+    // the others (among all when every limit is a shadow, or none is).
+    let among_all = shadows == 0 || shadows == planned.len();
+    let (binding, decision, allowed) = all::binding_among(
+        planned
             .iter()
-            .filter_map(|&i| planned.get(i).map(|p| p.decision)),
+            .map(|p| (among_all || !p.shadow).then_some(p.decision)),
     )
     .ok_or(Error::LimitCount)?;
-    let binding = positions.get(at).copied().ok_or(Error::LimitCount)?;
-    let blocked = planned.iter().any(|p| p.blocked);
     let mut answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
-    answer.shadow_limited = planned.iter().any(|p| p.shadow_limited);
-    answer.soft_over = allowed && !options.peek && planned.iter().any(|p| p.soft_over);
+    answer.shadow_limited = shadow_limited;
+    answer.soft_over = allowed && !options.peek && soft_over;
     if options.peek {
         return Ok(answer);
     }
@@ -171,6 +175,9 @@ pub fn check_budget<'l>(limits: impl IntoIterator<Item = &'l Limit>, op: Op) -> 
             _ => 0,
         })
         .fold(0i64, i64::saturating_add);
+    if entries == 0 {
+        return Ok(()); // no sliding log (the budget is at least 1)
+    }
     let budget = settings::sliding_log_call_budget();
     if entries > budget {
         return Err(Error::OverBudget { entries, budget });
@@ -246,7 +253,7 @@ fn plan<'a>(
         // no key; anything the module did not write keeps its error.
         Err(e) if modes.policy && e.is_state_mismatch() => {
             let key = Key::open(ctx, name)?;
-            if !holds_limiter_state(ctx, &key)? {
+            if !holds_limiter_state(ctx, &key, now_us)? {
                 return Err(e);
             }
             at.fresh = true;
@@ -260,10 +267,10 @@ fn plan<'a>(
 
 /// Whether `key` holds a state some command of the module wrote: a string
 /// state of any algorithm, or a sliding log.
-fn holds_limiter_state(ctx: Ctx, key: &Key) -> Result<bool> {
+fn holds_limiter_state(ctx: Ctx, key: &Key, now_us: i64) -> Result<bool> {
     Ok(match key.kind()? {
         KeyKind::String => key.string()?.is_some_and(is_limiter_state),
-        KeyKind::SortedSet => ZsetLog::open(ctx, key).is_ok_and(|log| log.is_some()),
+        KeyKind::SortedSet => ZsetLog::open(ctx, key, now_us).is_ok_and(|log| log.is_some()),
         _ => false,
     })
 }
@@ -297,8 +304,14 @@ struct At<'o> {
 }
 
 impl At<'_> {
-    /// The `BLOCK` asked for: the longer of the call's and its policy's.
+    /// The `BLOCK` asked for: the longer of the call's and its policy's;
+    /// none for a `SHADOW` limit, whose refusals write nothing (its reply
+    /// is then its limiter's, not one answered as made during a block that
+    /// is never written).
     fn block_us(&self) -> Option<i64> {
+        if self.modes.shadow {
+            return None;
+        }
         longer(self.options.block_us, self.modes.block_us)
     }
 }

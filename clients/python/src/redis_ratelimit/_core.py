@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, TypedDict, Union
 
 Number = Union[int, float]
 
@@ -36,8 +36,13 @@ class GCRA:
         return [str(self.max_burst), str(self.tokens_per_period), _num(self.period)]
 
     @property
+    def quota(self) -> int:
+        """The most tokens one request can take: ``max_burst + 1``."""
+        return self.max_burst + 1
+
+    @property
     def window_s(self) -> float:
-        """Seconds in which ``limit`` tokens are replenished: ``limit × period / tokens_per_period``."""
+        """Seconds in which ``quota`` tokens are replenished: ``quota × period / tokens_per_period``."""
         return (self.max_burst + 1) * float(self.period) / self.tokens_per_period
 
 
@@ -52,6 +57,10 @@ class TokenBucket:
 
     def args(self) -> List[str]:
         return [str(self.capacity), str(self.refill_tokens), _num(self.refill_period)]
+
+    @property
+    def quota(self) -> int:
+        return self.capacity
 
     @property
     def window_s(self) -> float:
@@ -73,6 +82,10 @@ class LeakyBucket:
         return [str(self.capacity), str(self.leak_tokens), _num(self.leak_period)]
 
     @property
+    def quota(self) -> int:
+        return self.capacity
+
+    @property
     def window_s(self) -> float:
         return self.capacity * float(self.leak_period) / self.leak_tokens
 
@@ -87,6 +100,10 @@ class FixedWindow:
 
     def args(self) -> List[str]:
         return [str(self.limit), _num(self.window)]
+
+    @property
+    def quota(self) -> int:
+        return self.limit
 
     @property
     def window_s(self) -> float:
@@ -118,11 +135,26 @@ class Policy:
         return [self.name]
 
     @property
+    def quota(self) -> Optional[int]:
+        """Unknown to the client: the policy lives on the server."""
+        return None
+
+    @property
     def window_s(self) -> Optional[float]:
         return None
 
 
 Limit = Union[GCRA, TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingLog, Policy]
+
+
+class PolicyOptions(TypedDict):
+    """A policy's modes, as ``RL.POLICY GET`` gives them: ``shadow`` (decide, never refuse),
+    ``soft`` (percent over the limit still admitted, or ``None``), ``block`` (seconds a refusing
+    key stays blocked, or ``None``)."""
+
+    shadow: bool
+    soft: Optional[int]
+    block: Optional[Number]
 
 COMMANDS: Dict[str, str] = {
     "GCRA": "RL.GCRA",
@@ -167,14 +199,14 @@ class Decision:
             return max(1, _ceil_s(self.retry_after_ms))
         return None
 
-    def headers(self, name: Optional[str] = None, legacy: bool = True) -> Dict[str, str]:
+    def headers(self, name: Optional[str] = None, legacy: bool = False) -> Dict[str, str]:
         """HTTP headers for this decision.
 
         IETF (draft-ietf-httpapi-ratelimit-headers-10): ``RateLimit-Policy:
         "name";q=<limit>;w=<window s>`` (``w`` left out when the window is unknown, as for a
         policy) and ``RateLimit: "name";r=<remaining>;t=<s>`` (``t``: ``Retry-After`` on a refusal
         that can pass later, else seconds until full); ``Retry-After`` (seconds) on such a
-        refusal; with ``legacy`` also ``X-RateLimit-Limit/Remaining/Reset``.
+        refusal; with ``legacy`` (off by default) also ``X-RateLimit-Limit/Remaining/Reset``.
         """
         label = name or self.name
         reset_s = _ceil_s(self.reset_after_ms)
@@ -251,11 +283,22 @@ def policy_set_args(name: str, limit: Limit, shadow: bool = False, soft: Optiona
     return args
 
 
-def policy_from_words(words: Sequence[Union[bytes, str]]) -> Tuple[Limit, Dict[str, object]]:
-    """``RL.POLICY GET``'s words back into a limit and its options (shadow, soft, block)."""
+# The number of parameters of each algorithm a policy can name.
+_POLICY_ARITY: Dict[str, int] = {"GCRA": 3, "TOKENBUCKET": 3, "LEAKYBUCKET": 3,
+                                 "FIXEDWINDOW": 2, "SLIDINGWINDOW": 2, "SLIDINGLOG": 2}
+
+
+def policy_from_words(words: Sequence[Union[bytes, str]]) -> Tuple[Limit, PolicyOptions]:
+    """``RL.POLICY GET``'s words back into a limit and its options (shadow, soft, block).
+
+    Raises ``ValueError`` on an algorithm this client does not know (a newer module's)."""
     w = [x.decode() if isinstance(x, bytes) else str(x) for x in words]
-    kind = w[0].upper()
-    n = 2 if kind in ("FIXEDWINDOW", "SLIDINGWINDOW", "SLIDINGLOG") else 3
+    kind = w[0].upper() if w else ""
+    n = _POLICY_ARITY.get(kind)
+    if n is None or len(w) < 1 + n:
+        raise ValueError(
+            f"RL.POLICY GET replied with an algorithm this client does not know: "
+            f"{' '.join(w)!r} (known: {', '.join(_POLICY_ARITY)}); upgrade redis-ratelimit-client")
     p = w[1:1 + n]
 
     def number(s: str) -> Number:
@@ -275,7 +318,7 @@ def policy_from_words(words: Sequence[Union[bytes, str]]) -> Tuple[Limit, Dict[s
         limit = SlidingWindow(int(p[0]), number(p[1]))
     else:
         limit = SlidingLog(int(p[0]), number(p[1]))
-    opts: Dict[str, object] = {"shadow": False, "soft": None, "block": None}
+    opts: PolicyOptions = {"shadow": False, "soft": None, "block": None}
     rest = w[1 + n:]
     i = 0
     while i < len(rest):

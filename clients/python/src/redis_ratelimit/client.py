@@ -1,14 +1,36 @@
 """Typed clients over redis-py: :class:`RateLimiter` (sync) and :class:`AsyncRateLimiter` (asyncio).
 
-Each method sends one command and returns a :class:`Decision` (or the admin reply). Errors are
-redis-py's: ``redis.exceptions.ResponseError`` for ``ERR …``/``WRONGTYPE`` (and ``unknown
-command`` when the server has no module), ``ConnectionError``, ``TimeoutError``.
+Each method sends one command (built by ``_commands``, the one place commands are made) and
+returns a :class:`Decision` (or the admin reply). Errors are redis-py's:
+``redis.exceptions.ResponseError`` for ``ERR …``/``WRONGTYPE`` (and ``unknown command`` when the
+server has no module), ``ConnectionError``, ``TimeoutError``.
+
+**Timeouts.** ``from_url`` builds a client whose socket timeouts are ``timeout_s`` (default
+0.25 s, :data:`DEFAULT_TIMEOUT_S`) with redis-py's retries off: a hung or absent Redis costs at
+most that. Calls are bounded by those socket timeouts, never cancelled from outside (cancelling
+a redis-py asyncio call mid-flight could hand its reply to the next caller before redis-py 4.5.4:
+CVE-2023-28858/28859; this package needs ``redis>=4.5.4``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+import logging
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    TypeVar,
+)
 
+from . import _commands
+from ._commands import Call
+from ._engine import AsyncEngine, SyncEngine
 from ._core import (
     GCRA,
     Decision,
@@ -17,231 +39,656 @@ from ._core import (
     Limit,
     Number,
     Policy,
+    PolicyOptions,
     SlidingLog,
     SlidingWindow,
     TokenBucket,
-    all_args,
-    options,
-    parse,
-    policy_from_words,
-    policy_set_args,
-    single_args,
 )
 
-__all__ = ["RateLimiter", "AsyncRateLimiter"]
+__all__ = ["RateLimiter", "AsyncRateLimiter", "SyncRedis", "AsyncRedis", "DEFAULT_TIMEOUT_S"]
+
+#: The socket timeouts ``from_url`` gives a client, in seconds (and the ``limits`` storages').
+DEFAULT_TIMEOUT_S = 0.25
+
+T = TypeVar("T")
 
 
-def _name(limit: Limit, key: str, name: Optional[str]) -> str:
-    if name:
-        return name
-    return limit.name if isinstance(limit, Policy) else limit.keyword.lower()
+class SyncRedis(Protocol):
+    """What :class:`RateLimiter` needs of a client: ``redis.Redis`` or ``redis.RedisCluster``."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any: ...
 
 
-def _str(x: Any) -> str:
-    return x.decode() if isinstance(x, bytes) else str(x)
+class AsyncRedis(Protocol):
+    """What :class:`AsyncRateLimiter` needs: ``redis.asyncio.Redis`` or its ``RedisCluster``."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Awaitable[Any]: ...
 
 
-def _fail_fast(timeout_s: float, options: Dict[str, Any]) -> Dict[str, Any]:
+def fail_fast(timeout_s: float, options: Dict[str, Any], asyncio: bool = False) -> Dict[str, Any]:
     """Client options for a limiter: socket timeouts of ``timeout_s`` and no retries (redis-py
-    7 retries 3 times with backoff by default: seconds before a dead server is reported)."""
+    6+ retries 3 times with backoff by default: seconds before a dead server is reported);
+    ``options`` override them."""
     from redis.backoff import NoBackoff
-    from redis.retry import Retry
 
-    out: Dict[str, Any] = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
-                           "retry": Retry(NoBackoff(), 0), "retry_on_timeout": False}
+    if asyncio:
+        from redis.asyncio.retry import Retry as AsyncRetry
+
+        retry: Any = AsyncRetry(NoBackoff(), 0)
+    else:
+        from redis.retry import Retry
+
+        retry = Retry(NoBackoff(), 0)
+    out: Dict[str, Any] = {
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": timeout_s,
+        "retry": retry,
+        "retry_on_timeout": False,
+    }
     out.update(options)
     return out
 
 
-class _Base:
-    def __init__(self, client: Any) -> None:
-        self._redis = client
-        self._factory: Optional[Callable[[], Any]] = None
-
-    @property
-    def redis(self) -> Any:
-        """The redis-py client (created on first use when built by ``from_url``)."""
-        if self._redis is None and self._factory is not None:
-            self._redis = self._factory()
-        return self._redis
+def _socket_timeout(client: Any) -> Optional[float]:
+    """The client's socket timeout when it can be read (a plain client's pool), else ``None``."""
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
+    if isinstance(kwargs, dict):
+        value = kwargs.get("socket_timeout")
+        return float(value) if isinstance(value, (int, float)) else None
+    return None
 
 
-class RateLimiter(_Base):
+class RateLimiter:
     """Sync client. ``RateLimiter(redis.Redis(...))`` (or a ``redis.RedisCluster``).
 
-    ``RateLimiter.from_url("redis://host:6379/0", timeout_s=0.5)`` builds a client that fails
-    fast (socket timeouts, no retries), which is what fail-open middleware wants.
+    ``RateLimiter.from_url("redis://host:6379/0")`` builds a client that fails fast (socket
+    timeouts of ``timeout_s``, default 0.25 s; no retries), which is what middleware wants.
 
     Common keyword options of every decision: ``tokens`` (cost, default 1) or ``refund`` (give
     tokens back), ``peek`` (decide without writing), ``block`` (seconds to lock a refusing limiter
     out; not for policies, whose block is their own), ``name`` (the label in ``headers()``).
+
+    Engine options (the same as the Node package's):
+
+    * ``engine`` (default ``"auto"``): ``"module"`` (the ``RL.*`` commands), ``"functions"`` (the
+      Functions library by ``FCALL``, loaded with ``FUNCTION LOAD REPLACE`` when absent or
+      older), ``"eval"`` (the same code by ``EVALSHA``); ``"auto"`` takes the module when the
+      server has it (``COMMAND INFO rl.gcra``), else the library, else ``EVALSHA``. The
+      :attr:`engine` property says which one decides.
+    * ``clock`` (default ``"auto"``): whose clock the library reads: the server's (``TIME``), or
+      this process's (``NOW <unix_µs>``) where the server refuses ``TIME`` in scripts (logged
+      once, a warning to ``logger``); ``"server"`` or ``"caller"`` forces one.
+    * ``logger`` (default ``logging.getLogger("redis_ratelimit")``); ``now``: the caller's clock,
+      µs since the Unix epoch (default: ``time.time_ns() // 1000``).
+
+    Server-side policies (``RL.POLICY``, ``RL.LIMIT``, :class:`Policy`) are module data: through
+    the library they raise :class:`~redis_ratelimit.ModuleRequiredError` (a ``ResponseError``).
     """
 
+    def __init__(
+        self,
+        client: SyncRedis,
+        *,
+        engine: str = "auto",
+        clock: str = "auto",
+        logger: Optional[logging.Logger] = None,
+        now: Optional[Callable[[], int]] = None,
+    ) -> None:
+        self.redis = client
+        #: The client's socket timeout in seconds, when known (``None``: unbounded or unknown).
+        self.timeout_s: Optional[float] = _socket_timeout(client)
+        self._engine = SyncEngine(lambda: self.redis, engine=engine, clock=clock, now=now,
+                                  logger=logger)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The engine deciding: ``"module"``, ``"functions"`` or ``"eval"``; ``None`` until the
+        first call (or :meth:`ready`) has found it."""
+        return self._engine.name
+
+    def ready(self) -> str:
+        """Finds the engine now (loading the library if needed) and returns its name."""
+        return self._engine.ready()
+
     @classmethod
-    def from_url(cls, url: str, timeout_s: float = 0.5, **options: Any) -> "RateLimiter":
+    def from_url(
+        cls,
+        url: str,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        *,
+        engine: str = "auto",
+        clock: str = "auto",
+        logger: Optional[logging.Logger] = None,
+        now: Optional[Callable[[], int]] = None,
+        **options: Any,
+    ) -> "RateLimiter":
         """A limiter on ``redis.Redis.from_url(url)`` with ``timeout_s`` socket timeouts and no
-        retries; ``options`` go to redis-py (and override those)."""
+        retries; ``options`` go to redis-py (and override those); ``engine``, ``clock``,
+        ``logger``, ``now`` as the constructor's."""
         import redis
 
-        return cls(redis.Redis.from_url(url, **_fail_fast(timeout_s, options)))
+        limiter = cls(redis.Redis.from_url(url, **fail_fast(timeout_s, options)), engine=engine,
+                      clock=clock, logger=logger, now=now)
+        limiter.timeout_s = options.get("socket_timeout", timeout_s)
+        return limiter
 
-    def check(self, key: str, limit: Limit, *, tokens: int = 1, refund: Optional[int] = None,
-              peek: bool = False, block: Optional[Number] = None,
-              name: Optional[str] = None) -> Decision:
+    def run(self, call: Call[T]) -> T:
+        """Sends one command of ``_commands`` (through the engine in use) and reads its reply:
+        every method goes through here."""
+        return call.read(self._engine.execute(call.args))
+
+    def check(
+        self,
+        key: str,
+        limit: Limit,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
         """One limit on one key: the command of ``limit``'s algorithm, or ``RL.LIMIT`` for a
         :class:`Policy`."""
-        args = single_args(key, limit, options(tokens, refund, peek, block))
-        return parse(self.redis.execute_command(*args), _name(limit, key, name), limit.window_s)
+        return self.run(
+            _commands.check(
+                key, limit, tokens=tokens, refund=refund, peek=peek, block=block, name=name
+            )
+        )
 
-    def gcra(self, key: str, max_burst: int, tokens_per_period: int, period: Number,
-             **kw: Any) -> Decision:
+    def gcra(
+        self,
+        key: str,
+        max_burst: int,
+        tokens_per_period: int,
+        period: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
         """``RL.GCRA key max_burst tokens_per_period period`` (period in seconds)."""
-        return self.check(key, GCRA(max_burst, tokens_per_period, period), **kw)
+        return self.check(
+            key,
+            GCRA(max_burst, tokens_per_period, period),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    def token_bucket(self, key: str, capacity: int, refill_tokens: int, refill_period: Number,
-                     **kw: Any) -> Decision:
+    def token_bucket(
+        self,
+        key: str,
+        capacity: int,
+        refill_tokens: int,
+        refill_period: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
         """``RL.TOKENBUCKET key capacity refill_tokens refill_period`` (seconds)."""
-        return self.check(key, TokenBucket(capacity, refill_tokens, refill_period), **kw)
+        return self.check(
+            key,
+            TokenBucket(capacity, refill_tokens, refill_period),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    def leaky_bucket(self, key: str, capacity: int, leak_tokens: int, leak_period: Number,
-                     **kw: Any) -> Decision:
+    def leaky_bucket(
+        self,
+        key: str,
+        capacity: int,
+        leak_tokens: int,
+        leak_period: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
         """``RL.LEAKYBUCKET``: when allowed, ``retry_after_ms`` is the delay before the work."""
-        return self.check(key, LeakyBucket(capacity, leak_tokens, leak_period), **kw)
+        return self.check(
+            key,
+            LeakyBucket(capacity, leak_tokens, leak_period),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    def fixed_window(self, key: str, limit: int, window: Number, **kw: Any) -> Decision:
+    def fixed_window(
+        self,
+        key: str,
+        limit: int,
+        window: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
         """``RL.FIXEDWINDOW key limit window`` (seconds, epoch-aligned)."""
-        return self.check(key, FixedWindow(limit, window), **kw)
+        return self.check(
+            key,
+            FixedWindow(limit, window),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    def sliding_window(self, key: str, limit: int, window: Number, **kw: Any) -> Decision:
+    def sliding_window(
+        self,
+        key: str,
+        limit: int,
+        window: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
         """``RL.SLIDINGWINDOW key limit window`` (seconds)."""
-        return self.check(key, SlidingWindow(limit, window), **kw)
+        return self.check(
+            key,
+            SlidingWindow(limit, window),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    def sliding_log(self, key: str, limit: int, window: Number, **kw: Any) -> Decision:
+    def sliding_log(
+        self,
+        key: str,
+        limit: int,
+        window: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
         """``RL.SLIDINGLOG key limit window`` (seconds; ``limit`` ≤ sliding-log-max-limit)."""
-        return self.check(key, SlidingLog(limit, window), **kw)
+        return self.check(
+            key,
+            SlidingLog(limit, window),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    def limit(self, policy: str, key: str, *, tokens: int = 1, refund: Optional[int] = None,
-              peek: bool = False, name: Optional[str] = None) -> Decision:
+    def limit(
+        self,
+        policy: str,
+        key: str,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        name: Optional[str] = None,
+    ) -> Decision:
         """``RL.LIMIT key policy``: the server-side policy decides (``headers()`` has no ``w``)."""
         return self.check(key, Policy(policy), tokens=tokens, refund=refund, peek=peek, name=name)
 
-    def all(self, pairs: Sequence[Tuple[str, Limit]], *, tokens: int = 1,
-            refund: Optional[int] = None, peek: bool = False, block: Optional[Number] = None,
-            name: Optional[str] = None) -> Decision:
+    def all(
+        self,
+        pairs: Sequence[Tuple[str, Limit]],
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
         """``RL.ALL``: every ``(key, limit)`` allows ``tokens`` now, or nothing is taken.
         ``Decision.binding`` is the 0-based index of the limit that decided."""
-        reply = self.redis.execute_command(*all_args(pairs, options(tokens, refund, peek, block)))
-        d = parse(reply, "", None)
-        bound = pairs[d.binding or 0][1]
-        return parse(reply, _name(bound, "", name), bound.window_s)
+        return self.run(
+            _commands.all_of(pairs, tokens=tokens, refund=refund, peek=peek, block=block, name=name)
+        )
 
     # -- RL.POLICY
-    def policy_set(self, name: str, limit: Limit, *, shadow: bool = False,
-                   soft: Optional[int] = None, block: Optional[Number] = None) -> None:
+    def policy_set(
+        self,
+        name: str,
+        limit: Limit,
+        *,
+        shadow: bool = False,
+        soft: Optional[int] = None,
+        block: Optional[Number] = None,
+    ) -> None:
         """``RL.POLICY SET name limit [SHADOW] [SOFT percent] [BLOCK s]``."""
-        self.redis.execute_command(*policy_set_args(name, limit, shadow, soft, block))
+        self.run(_commands.policy_set(name, limit, shadow=shadow, soft=soft, block=block))
 
-    def policy_get(self, name: str) -> Optional[Tuple[Limit, Dict[str, object]]]:
-        """The policy as ``(limit, {"shadow", "soft", "block"})``, or ``None``."""
-        words = self.redis.execute_command("RL.POLICY", "GET", name)
-        return policy_from_words(words) if words else None
+    def policy_get(self, name: str) -> Optional[Tuple[Limit, PolicyOptions]]:
+        """The policy as ``(limit, {"shadow", "soft", "block"})``, or ``None``; ``ValueError``
+        for an algorithm this client does not know."""
+        return self.run(_commands.policy_get(name))
 
     def policy_del(self, name: str) -> bool:
-        return bool(self.redis.execute_command("RL.POLICY", "DEL", name))
+        return self.run(_commands.policy_del(name))
 
     def policy_list(self) -> List[str]:
-        return [_str(x) for x in self.redis.execute_command("RL.POLICY", "LIST")]
+        return self.run(_commands.policy_list())
 
     def policy_dump(self) -> str:
-        return _str(self.redis.execute_command("RL.POLICY", "DUMP"))
+        return self.run(_commands.policy_dump())
 
     def policy_load(self, text: str, *, replace: bool = False) -> int:
-        args = ["RL.POLICY", "LOAD"] + (["REPLACE"] if replace else []) + [text]
-        return int(self.redis.execute_command(*args))
+        return self.run(_commands.policy_load(text, replace=replace))
 
     def policy_resetstats(self) -> None:
-        self.redis.execute_command("RL.POLICY", "RESETSTATS")
+        self.run(_commands.policy_resetstats())
 
 
-class AsyncRateLimiter(_Base):
-    """The asyncio twin of :class:`RateLimiter`, over ``redis.asyncio.Redis`` (or its cluster)."""
+class AsyncRateLimiter:
+    """The asyncio twin of :class:`RateLimiter`, over ``redis.asyncio.Redis`` (or its cluster),
+    with the same engine options (``engine``, ``clock``, ``logger``, ``now``)."""
+
+    def __init__(
+        self,
+        client: Optional[AsyncRedis],
+        *,
+        engine: str = "auto",
+        clock: str = "auto",
+        logger: Optional[logging.Logger] = None,
+        now: Optional[Callable[[], int]] = None,
+    ) -> None:
+        self._redis = client
+        self._factory: Optional[Callable[[], AsyncRedis]] = None
+        #: The client's socket timeout in seconds, when known (``None``: unbounded or unknown).
+        self.timeout_s: Optional[float] = _socket_timeout(client)
+        self._engine = AsyncEngine(lambda: self.redis, engine=engine, clock=clock, now=now,
+                                   logger=logger)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The engine deciding: ``"module"``, ``"functions"`` or ``"eval"``; ``None`` until the
+        first call (or :meth:`ready`) has found it."""
+        return self._engine.name
+
+    async def ready(self) -> str:
+        """Finds the engine now (loading the library if needed) and returns its name."""
+        return await self._engine.ready()
+
+    @property
+    def redis(self) -> AsyncRedis:
+        """The redis-py client (created on first use when built by ``from_url``)."""
+        if self._redis is None:
+            if self._factory is None:
+                raise RuntimeError("AsyncRateLimiter(None) needs a client")
+            self._redis = self._factory()
+        return self._redis
 
     @classmethod
-    def from_url(cls, url: str, timeout_s: float = 0.5, **options: Any) -> "AsyncRateLimiter":
+    def from_url(
+        cls,
+        url: str,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        *,
+        engine: str = "auto",
+        clock: str = "auto",
+        logger: Optional[logging.Logger] = None,
+        now: Optional[Callable[[], int]] = None,
+        **options: Any,
+    ) -> "AsyncRateLimiter":
         """A limiter on ``redis.asyncio.Redis.from_url(url)``, failing fast as
         :meth:`RateLimiter.from_url`'s; the client is created on first use, so this may be
         called outside the event loop (at import time)."""
         import redis.asyncio
 
-        limiter = cls(None)
+        limiter = cls(None, engine=engine, clock=clock, logger=logger, now=now)
         # Created on first use, inside the running event loop (on Python 3.9 redis-py's asyncio
         # pool binds to the loop current when it is built).
-        limiter._factory = lambda: redis.asyncio.Redis.from_url(url, **_fail_fast(timeout_s, options))
+        limiter._factory = lambda: redis.asyncio.Redis.from_url(
+            url, **fail_fast(timeout_s, options, asyncio=True)
+        )
+        limiter.timeout_s = options.get("socket_timeout", timeout_s)
         return limiter
 
-    async def check(self, key: str, limit: Limit, *, tokens: int = 1,
-                    refund: Optional[int] = None, peek: bool = False,
-                    block: Optional[Number] = None, name: Optional[str] = None) -> Decision:
-        args = single_args(key, limit, options(tokens, refund, peek, block))
-        reply = await self.redis.execute_command(*args)
-        return parse(reply, _name(limit, key, name), limit.window_s)
+    async def run(self, call: Call[T]) -> T:
+        """Sends one command of ``_commands`` (through the engine in use) and reads its reply:
+        every method goes through here."""
+        return call.read(await self._engine.execute(call.args))
 
-    async def gcra(self, key: str, max_burst: int, tokens_per_period: int, period: Number,
-                   **kw: Any) -> Decision:
-        return await self.check(key, GCRA(max_burst, tokens_per_period, period), **kw)
+    async def check(
+        self,
+        key: str,
+        limit: Limit,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """As :meth:`RateLimiter.check`."""
+        return await self.run(
+            _commands.check(
+                key, limit, tokens=tokens, refund=refund, peek=peek, block=block, name=name
+            )
+        )
 
-    async def token_bucket(self, key: str, capacity: int, refill_tokens: int,
-                           refill_period: Number, **kw: Any) -> Decision:
-        return await self.check(key, TokenBucket(capacity, refill_tokens, refill_period), **kw)
+    async def gcra(
+        self,
+        key: str,
+        max_burst: int,
+        tokens_per_period: int,
+        period: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """``RL.GCRA key max_burst tokens_per_period period`` (period in seconds)."""
+        return await self.check(
+            key,
+            GCRA(max_burst, tokens_per_period, period),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    async def leaky_bucket(self, key: str, capacity: int, leak_tokens: int,
-                           leak_period: Number, **kw: Any) -> Decision:
-        return await self.check(key, LeakyBucket(capacity, leak_tokens, leak_period), **kw)
+    async def token_bucket(
+        self,
+        key: str,
+        capacity: int,
+        refill_tokens: int,
+        refill_period: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """``RL.TOKENBUCKET key capacity refill_tokens refill_period`` (seconds)."""
+        return await self.check(
+            key,
+            TokenBucket(capacity, refill_tokens, refill_period),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    async def fixed_window(self, key: str, limit: int, window: Number, **kw: Any) -> Decision:
-        return await self.check(key, FixedWindow(limit, window), **kw)
+    async def leaky_bucket(
+        self,
+        key: str,
+        capacity: int,
+        leak_tokens: int,
+        leak_period: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """``RL.LEAKYBUCKET``: when allowed, ``retry_after_ms`` is the delay before the work."""
+        return await self.check(
+            key,
+            LeakyBucket(capacity, leak_tokens, leak_period),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    async def sliding_window(self, key: str, limit: int, window: Number, **kw: Any) -> Decision:
-        return await self.check(key, SlidingWindow(limit, window), **kw)
+    async def fixed_window(
+        self,
+        key: str,
+        limit: int,
+        window: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """``RL.FIXEDWINDOW key limit window`` (seconds, epoch-aligned)."""
+        return await self.check(
+            key,
+            FixedWindow(limit, window),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    async def sliding_log(self, key: str, limit: int, window: Number, **kw: Any) -> Decision:
-        return await self.check(key, SlidingLog(limit, window), **kw)
+    async def sliding_window(
+        self,
+        key: str,
+        limit: int,
+        window: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """``RL.SLIDINGWINDOW key limit window`` (seconds)."""
+        return await self.check(
+            key,
+            SlidingWindow(limit, window),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    async def limit(self, policy: str, key: str, *, tokens: int = 1,
-                    refund: Optional[int] = None, peek: bool = False,
-                    name: Optional[str] = None) -> Decision:
-        return await self.check(key, Policy(policy), tokens=tokens, refund=refund, peek=peek,
-                                name=name)
+    async def sliding_log(
+        self,
+        key: str,
+        limit: int,
+        window: Number,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """``RL.SLIDINGLOG key limit window`` (seconds; ``limit`` ≤ sliding-log-max-limit)."""
+        return await self.check(
+            key,
+            SlidingLog(limit, window),
+            tokens=tokens,
+            refund=refund,
+            peek=peek,
+            block=block,
+            name=name,
+        )
 
-    async def all(self, pairs: Sequence[Tuple[str, Limit]], *, tokens: int = 1,
-                  refund: Optional[int] = None, peek: bool = False,
-                  block: Optional[Number] = None, name: Optional[str] = None) -> Decision:
-        reply = await self.redis.execute_command(
-            *all_args(pairs, options(tokens, refund, peek, block)))
-        d = parse(reply, "", None)
-        bound = pairs[d.binding or 0][1]
-        return parse(reply, _name(bound, "", name), bound.window_s)
+    async def limit(
+        self,
+        policy: str,
+        key: str,
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """``RL.LIMIT key policy``: the server-side policy decides (``headers()`` has no ``w``)."""
+        return await self.check(
+            key, Policy(policy), tokens=tokens, refund=refund, peek=peek, name=name
+        )
 
-    async def policy_set(self, name: str, limit: Limit, *, shadow: bool = False,
-                         soft: Optional[int] = None, block: Optional[Number] = None) -> None:
-        await self.redis.execute_command(*policy_set_args(name, limit, shadow, soft, block))
+    async def all(
+        self,
+        pairs: Sequence[Tuple[str, Limit]],
+        *,
+        tokens: int = 1,
+        refund: Optional[int] = None,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """``RL.ALL``: every ``(key, limit)`` allows ``tokens`` now, or nothing is taken.
+        ``Decision.binding`` is the 0-based index of the limit that decided."""
+        return await self.run(
+            _commands.all_of(pairs, tokens=tokens, refund=refund, peek=peek, block=block, name=name)
+        )
 
-    async def policy_get(self, name: str) -> Optional[Tuple[Limit, Dict[str, object]]]:
-        words = await self.redis.execute_command("RL.POLICY", "GET", name)
-        return policy_from_words(words) if words else None
+    # -- RL.POLICY
+    async def policy_set(
+        self,
+        name: str,
+        limit: Limit,
+        *,
+        shadow: bool = False,
+        soft: Optional[int] = None,
+        block: Optional[Number] = None,
+    ) -> None:
+        """``RL.POLICY SET name limit [SHADOW] [SOFT percent] [BLOCK s]``."""
+        await self.run(_commands.policy_set(name, limit, shadow=shadow, soft=soft, block=block))
+
+    async def policy_get(self, name: str) -> Optional[Tuple[Limit, PolicyOptions]]:
+        """The policy as ``(limit, {"shadow", "soft", "block"})``, or ``None``; ``ValueError``
+        for an algorithm this client does not know."""
+        return await self.run(_commands.policy_get(name))
 
     async def policy_del(self, name: str) -> bool:
-        return bool(await self.redis.execute_command("RL.POLICY", "DEL", name))
+        return await self.run(_commands.policy_del(name))
 
     async def policy_list(self) -> List[str]:
-        return [_str(x) for x in await self.redis.execute_command("RL.POLICY", "LIST")]
+        return await self.run(_commands.policy_list())
 
     async def policy_dump(self) -> str:
-        return _str(await self.redis.execute_command("RL.POLICY", "DUMP"))
+        return await self.run(_commands.policy_dump())
 
     async def policy_load(self, text: str, *, replace: bool = False) -> int:
-        args = ["RL.POLICY", "LOAD"] + (["REPLACE"] if replace else []) + [text]
-        return int(await self.redis.execute_command(*args))
+        return await self.run(_commands.policy_load(text, replace=replace))
 
     async def policy_resetstats(self) -> None:
-        await self.redis.execute_command("RL.POLICY", "RESETSTATS")
+        await self.run(_commands.policy_resetstats())

@@ -1,7 +1,7 @@
-"""ASGI and WSGI middleware: per-route rules, key functions, fail-open/fail-closed, and a local
-cache of denials.
+"""ASGI and WSGI middleware: per-route rules, key functions, fail-open/fail-closed, back-off while
+Redis is down, an optional in-memory fallback limiter, and a local cache of denials.
 
-    app = ASGIRateLimitMiddleware(app, AsyncRateLimiter(redis.asyncio.Redis(...)), rules=[
+    app = ASGIRateLimitMiddleware(app, AsyncRateLimiter.from_url("redis://localhost:6379"), rules=[
         Rule(GCRA(4, 10, 1), path="/api/", key=header_key("x-api-key")),
         Rule(SlidingLog(5, 60), path="/login", methods={"POST"}, fail_open=False),
     ])
@@ -10,20 +10,41 @@ The first rule whose ``path`` (a prefix, or a regular expression when it starts 
 ``methods`` match decides; a request no rule matches, or whose key function returns ``None``,
 passes untouched. Allowed responses get the rate-limit headers (:meth:`Decision.headers`);
 refusals get 429 with them and ``Retry-After`` when a retry can pass (a cost above the limit gets
-429 without it). When Redis fails (connection refused, a timeout, a server without the module,
-any Redis error) the rule fails open (the request passes, without headers) or closed (503 with
-``Retry-After: 1``); it is never a 500. A refusal is remembered in memory until its
-``retry_after_ms``: the same key is answered 429 without asking Redis.
+429 without it). When Redis fails (connection refused, a timeout, a policy rule on a server without
+the module, any Redis error) the rule fails open (the request passes, without headers) or closed (503 with
+``Retry-After: 1``); it is never a 500.
+
+One flow, :class:`RateLimitFlow`, decides for the WSGI and ASGI middleware and the FastAPI
+dependency: plan (rule, key, cost) → the cache of denials → Redis unless it is marked down →
+decided or failed.
+
+* **Timeouts** are the limiter's client's socket timeouts (``RateLimiter.from_url`` /
+  ``AsyncRateLimiter.from_url``: 0.25 s by default); calls are never cancelled from outside.
+* **Back-off**: a connection error or a timeout marks Redis down; for ``recheck_after_s``
+  (doubling on each failed check, up to ``recheck_max_s``) requests do not wait on it: one request
+  checks it again, the others are decided at once by the fallback or by ``fail_open``.
+* **Fallback** (optional, ``fallback=MemoryFallback()``): while Redis is down, an in-memory,
+  per-process limiter decides with the rule's limit (approximately: a token bucket of the same
+  quota and window); policies, whose limits live on the server, still fail open or closed.
+* **Cache of denials**: a refusal is remembered in memory until its ``retry_after_ms``; the same
+  key is answered 429 without asking Redis.
+* **Refusals** are rendered by ``render(refusal)`` when given; else, under the ASGI middleware,
+  by the wrapped Starlette/FastAPI app's exception handlers (for
+  :class:`redis_ratelimit.starlette.RateLimitExceeded` /
+  :class:`~redis_ratelimit.starlette.RateLimiterUnavailable`, or their status code); else as
+  ``text/plain``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import math
 import re
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import (
     Any,
@@ -34,7 +55,9 @@ from typing import (
     Iterable,
     List,
     Mapping,
+    MutableMapping,
     Optional,
+    Protocol,
     Tuple,
     Type,
     Union,
@@ -49,7 +72,12 @@ log = logging.getLogger("redis_ratelimit")
 __all__ = [
     "RequestInfo",
     "Rule",
+    "Refusal",
     "Outcome",
+    "SyncLimiter",
+    "AsyncLimiter",
+    "MemoryFallback",
+    "RateLimitFlow",
     "client_ip",
     "header_key",
     "WSGIRateLimitMiddleware",
@@ -69,6 +97,10 @@ class RequestInfo:
 
 
 KeyFunc = Callable[[RequestInfo], Optional[str]]
+"""The requester's identity for a rule, or ``None`` to exempt the request."""
+
+Cost = Union[int, Callable[[RequestInfo], int]]
+"""Tokens one request takes: a number or a function of the request."""
 
 
 def client_ip(request: RequestInfo) -> Optional[str]:
@@ -89,6 +121,24 @@ def header_key(name: str, fallback: Optional[KeyFunc] = client_ip) -> KeyFunc:
     return key
 
 
+class SyncLimiter(Protocol):
+    """What the WSGI middleware needs: :class:`~redis_ratelimit.RateLimiter`, or any object
+    whose ``check`` decides (and raises redis-py's errors or ``OSError`` when it cannot)."""
+
+    def check(
+        self, key: str, limit: Limit, *, tokens: int = ..., name: Optional[str] = ...
+    ) -> Decision: ...
+
+
+class AsyncLimiter(Protocol):
+    """What the ASGI middleware and the FastAPI dependency need:
+    :class:`~redis_ratelimit.AsyncRateLimiter`."""
+
+    async def check(
+        self, key: str, limit: Limit, *, tokens: int = ..., name: Optional[str] = ...
+    ) -> Decision: ...
+
+
 @dataclass
 class Rule:
     """One rate limit on the requests it matches.
@@ -105,7 +155,7 @@ class Rule:
     path: str = "/"
     methods: Optional[Collection[str]] = None
     key: KeyFunc = client_ip
-    cost: Union[int, Callable[[RequestInfo], int]] = 1
+    cost: Cost = 1
     name: Optional[str] = None
     fail_open: Optional[bool] = None
     _regex: Optional["re.Pattern[str]"] = field(default=None, init=False, repr=False)
@@ -118,6 +168,11 @@ class Rule:
         if self.name is None:
             self.name = self.limit.name if isinstance(self.limit, Policy) else self.path
 
+    @property
+    def label(self) -> str:
+        """The rule's name (set by ``__post_init__``)."""
+        return self.name or self.path
+
     def matches(self, request: RequestInfo) -> bool:
         if self.methods is not None and request.method.upper() not in self.methods:
             return False
@@ -127,17 +182,45 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What to answer: ``status`` ``None`` means "pass the request on" (adding ``headers``)."""
+class Refusal:
+    """A refused request: ``status`` 429 (limited; ``decision`` says until when) or 503 (Redis
+    failed and the rule fails closed; ``decision`` is ``None``), the response ``headers``, the
+    ``rule``'s name, and whether the denial cache answered (``cached``)."""
 
-    status: Optional[int]
-    headers: Dict[str, str]
+    status: int
+    headers: Mapping[str, str]
+    rule: str
     decision: Optional[Decision] = None
     cached: bool = False
 
     @property
+    def reason(self) -> str:
+        return "Too Many Requests" if self.status == 429 else "Service Unavailable"
+
+    @property
     def body(self) -> bytes:
-        return b"Too Many Requests\n" if self.status == 429 else b"Service Unavailable\n"
+        """The default body, ``text/plain``."""
+        return f"{self.reason}\n".encode()
+
+
+Rendered = Tuple[int, Mapping[str, str], bytes]
+"""What ``render`` returns: status, headers (added to the refusal's), body."""
+
+Render = Callable[[Refusal], Rendered]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The flow's answer for a request it limits: ``refusal`` set, refuse; else pass the request
+    on, adding ``headers``. ``decision`` is the limiter's (``None`` when Redis failed)."""
+
+    headers: Mapping[str, str]
+    decision: Optional[Decision] = None
+    refusal: Optional[Refusal] = None
+
+    @property
+    def status(self) -> Optional[int]:
+        return self.refusal.status if self.refusal is not None else None
 
 
 class DenialCache:
@@ -161,8 +244,12 @@ class DenialCache:
                 del self._until[key]
                 return None
         left_ms = max(1, math.ceil((until - now) * 1000))
-        return replace(decision, remaining=0, retry_after_ms=left_ms,
-                       reset_after_ms=max(decision.reset_after_ms, left_ms))
+        return replace(
+            decision,
+            remaining=0,
+            retry_after_ms=left_ms,
+            reset_after_ms=max(decision.reset_after_ms, left_ms),
+        )
 
     def put(self, key: str, decision: Decision) -> None:
         if self.size <= 0 or decision.retry_after_ms < 0:
@@ -176,171 +263,470 @@ class DenialCache:
             self._until[key] = (now + decision.retry_after_ms / 1000, decision)
 
 
-class _Engine:
-    """The decisions shared by the WSGI and ASGI middleware and the FastAPI dependency."""
+class MemoryFallback:
+    """The in-memory fallback limiter: decides while Redis is marked down, per process.
 
-    def __init__(self, rules: Iterable[Rule], *, prefix: str = "rl:", fail_open: bool = True,
-                 timeout_s: float = 0.5, cache_size: int = 10_000,
-                 legacy_headers: bool = True) -> None:
+    Each key gets a token bucket of the rule's quota, refilled over the rule's window (for
+    ``SlidingLog(5, 60)``: 5 tokens, 5 per 60 s) — an approximation of the rule's algorithm,
+    counted in this process only (N processes admit up to N times the limit). A
+    :class:`~redis_ratelimit.Policy`'s limit lives on the server: it is not decided here
+    (``check`` returns ``None``). At most ``max_keys`` keys (the least recently used go)."""
+
+    def __init__(self, max_keys: int = 10_000) -> None:
+        self.max_keys = max_keys
+        self._buckets: "OrderedDict[str, Tuple[float, float]]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def check(
+        self, key: str, limit: Limit, *, tokens: int = 1, name: Optional[str] = None
+    ) -> Optional[Decision]:
+        quota, window_s = limit.quota, limit.window_s
+        if quota is None or window_s is None or window_s <= 0:
+            return None
+        rate = quota / window_s  # tokens per second
+        now = time.monotonic()
+        with self._lock:
+            level, then = self._buckets.pop(key, (float(quota), now))
+            level = min(float(quota), level + (now - then) * rate)
+            limited = tokens > level
+            if not limited:
+                level -= tokens
+            self._buckets[key] = (level, now)
+            while len(self._buckets) > self.max_keys:
+                self._buckets.popitem(last=False)
+        if not limited:
+            retry_ms = -1
+        elif tokens > quota:
+            retry_ms = -1  # can never pass
+        else:
+            retry_ms = max(1, math.ceil((tokens - level) / rate * 1000))
+        reset_ms = math.ceil((quota - level) / rate * 1000)
+        label = name or (limit.keyword.lower())
+        return Decision(limited, quota, int(level), retry_ms, reset_ms, None, label, window_s)
+
+
+class _Health:
+    """Whether Redis is marked down, and when to check it again (doubling back-off)."""
+
+    def __init__(self, recheck_after_s: float, recheck_max_s: float) -> None:
+        self.first_s = recheck_after_s
+        self.max_s = recheck_max_s
+        self._down = False
+        self._wait_s = recheck_after_s
+        self._next_check = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def down(self) -> bool:
+        return self._down
+
+    def may_call(self) -> bool:
+        """True when Redis is up, or when this caller is the one to check it again."""
+        with self._lock:
+            if not self._down:
+                return True
+            now = time.monotonic()
+            if now < self._next_check:
+                return False
+            # This caller checks; the others keep skipping Redis meanwhile.
+            self._next_check = now + self._wait_s
+            return True
+
+    def failed(self) -> None:
+        with self._lock:
+            if self._down:
+                self._wait_s = min(self._wait_s * 2, self.max_s)
+            else:
+                self._down = True
+                self._wait_s = self.first_s
+            self._next_check = time.monotonic() + self._wait_s
+            wait_s = self._wait_s
+        log.warning("Redis marked down: checking again in %.3g s", wait_s)
+
+    def succeeded(self) -> None:
+        if self._down:
+            with self._lock:
+                self._down = False
+                self._wait_s = self.first_s
+            log.warning("Redis is back")
+
+
+# Every failure of the limiter that fails open or closed (never a 500): Redis errors (connection
+# refused, timeouts, "unknown command" from a server without the module, …), socket errors.
+FAILURES: Tuple[Type[BaseException], ...] = (
+    redis.exceptions.RedisError,
+    OSError,
+    asyncio.TimeoutError,
+    TimeoutError,
+)
+
+# The failures that mark Redis down (an error reply does not: the server answered).
+OUTAGES: Tuple[Type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    OSError,
+    asyncio.TimeoutError,
+    TimeoutError,
+)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A decision to ask the limiter for."""
+
+    rule: Rule
+    key: str
+    cost: int
+
+
+class RateLimitFlow:
+    """The one decision flow of the WSGI and ASGI middleware and the FastAPI dependency.
+
+    ``prefix``: of Redis keys (``<prefix><rule name>:<key>``). ``fail_open``: while the limiter
+    fails and no fallback decides, pass the request (True) or answer 503 (False); a rule's own
+    ``fail_open`` wins. ``cache_size``: denials kept in memory (0 disables). ``legacy_headers``:
+    add ``X-RateLimit-Limit/Remaining/Reset`` (off by default; the IETF ``RateLimit`` /
+    ``RateLimit-Policy`` fields are always sent). ``fallback``: a :class:`MemoryFallback` that
+    decides while Redis is down. ``recheck_after_s`` / ``recheck_max_s``: the back-off while Redis
+    is down (1 s, doubling, at most 30 s)."""
+
+    def __init__(
+        self,
+        rules: Iterable[Rule] = (),
+        *,
+        prefix: str = "rl:",
+        fail_open: bool = True,
+        cache_size: int = 10_000,
+        legacy_headers: bool = False,
+        fallback: Optional[MemoryFallback] = None,
+        recheck_after_s: float = 1.0,
+        recheck_max_s: float = 30.0,
+    ) -> None:
         self.rules: List[Rule] = list(rules)
         self.prefix = prefix
         self.fail_open = fail_open
-        self.timeout_s = timeout_s
         self.legacy_headers = legacy_headers
         self.cache = DenialCache(cache_size)
+        self.fallback = fallback
+        self.health = _Health(recheck_after_s, recheck_max_s)
 
-    def plan(self, request: RequestInfo) -> Optional[Tuple[Rule, str, int]]:
+    # ---------------------------------------------------------------- the flow
+    def decide(
+        self, limiter: SyncLimiter, request: RequestInfo, rule: Optional[Rule] = None
+    ) -> Optional[Outcome]:
+        """The outcome for ``request`` (under ``rule``, else the first rule that matches), or
+        ``None`` when no rule limits it."""
+        step = self._start(request, rule)
+        if not isinstance(step, _Pending):
+            return step
+        try:
+            decision = limiter.check(
+                step.key, step.rule.limit, tokens=step.cost, name=step.rule.label
+            )
+        except FAILURES as exc:
+            return self._failed(step, exc)
+        return self._decided(step, decision)
+
+    async def decide_async(
+        self, limiter: AsyncLimiter, request: RequestInfo, rule: Optional[Rule] = None
+    ) -> Optional[Outcome]:
+        """:meth:`decide` with an asyncio limiter."""
+        step = self._start(request, rule)
+        if not isinstance(step, _Pending):
+            return step
+        try:
+            decision = await limiter.check(
+                step.key, step.rule.limit, tokens=step.cost, name=step.rule.label
+            )
+        except FAILURES as exc:
+            return self._failed(step, exc)
+        return self._decided(step, decision)
+
+    # ---------------------------------------------------------------- its steps
+    def plan(self, request: RequestInfo, rule: Optional[Rule] = None) -> Optional[_Pending]:
         """(rule, Redis key, cost) for this request, or ``None`` when no rule applies."""
-        for rule in self.rules:
-            if rule.matches(request):
-                planned = self.plan_for(rule, request)
-                return None if planned is None else (rule, *planned)
-        return None
-
-    def plan_for(self, rule: Rule, request: RequestInfo) -> Optional[Tuple[str, int]]:
-        """(Redis key, cost) of ``rule`` for this request; ``None`` when its key is ``None``."""
+        if rule is None:
+            rule = next((r for r in self.rules if r.matches(request)), None)
+            if rule is None:
+                return None
         ident = rule.key(request)
         if ident is None:
             return None
         cost = rule.cost(request) if callable(rule.cost) else rule.cost
-        return f"{self.prefix}{rule.name}:{ident}", cost
+        return _Pending(rule, f"{self.prefix}{rule.label}:{ident}", cost)
 
-    def cached(self, key: str) -> Optional[Outcome]:
-        decision = self.cache.get(key)
-        if decision is None:
+    def _start(self, request: RequestInfo, rule: Optional[Rule]) -> Union[None, Outcome, _Pending]:
+        step = self.plan(request, rule)
+        if step is None:
             return None
-        return Outcome(429, decision.headers(legacy=self.legacy_headers), decision, cached=True)
+        cached = self.cache.get(step.key)
+        if cached is not None:
+            headers = cached.headers(legacy=self.legacy_headers)
+            return Outcome(
+                headers, cached, Refusal(429, headers, step.rule.label, cached, cached=True)
+            )
+        if not self.health.may_call():
+            return self._without_redis(step, None)
+        return step
 
-    def decided(self, rule: Rule, key: str, decision: Decision) -> Outcome:
-        decision = replace(decision, name=rule.name or decision.name)
+    def _decided(self, step: _Pending, decision: Decision) -> Outcome:
+        self.health.succeeded()
+        decision = replace(decision, name=step.rule.label)
         headers = decision.headers(legacy=self.legacy_headers)
         if decision.allowed:
-            return Outcome(None, headers, decision)
-        self.cache.put(key, decision)
-        return Outcome(429, headers, decision)
+            return Outcome(headers, decision)
+        self.cache.put(step.key, decision)
+        return Outcome(headers, decision, Refusal(429, headers, step.rule.label, decision))
 
-    def failed(self, rule: Rule, exc: BaseException) -> Outcome:
-        fail_open = self.fail_open if rule.fail_open is None else rule.fail_open
-        log.warning("rate limiter unavailable for %s (%s: %s): failing %s", rule.name,
-                    type(exc).__name__, exc, "open" if fail_open else "closed")
+    def _failed(self, step: _Pending, exc: BaseException) -> Outcome:
+        if isinstance(exc, OUTAGES):
+            self.health.failed()
+        else:
+            self.health.succeeded()  # an error reply: the server is there
+        return self._without_redis(step, exc)
+
+    def _without_redis(self, step: _Pending, exc: Optional[BaseException]) -> Outcome:
+        """The fallback's decision, else fail open or closed."""
+        if self.fallback is not None:
+            decision = self.fallback.check(
+                step.key, step.rule.limit, tokens=step.cost, name=step.rule.label
+            )
+            if decision is not None:
+                headers = decision.headers(legacy=self.legacy_headers)
+                if decision.allowed:
+                    return Outcome(headers, decision)
+                return Outcome(headers, decision, Refusal(429, headers, step.rule.label, decision))
+        fail_open = self.fail_open if step.rule.fail_open is None else step.rule.fail_open
+        if exc is not None:
+            log.warning(
+                "rate limiter unavailable for %s (%s: %s): failing %s",
+                step.rule.label,
+                type(exc).__name__,
+                exc,
+                "open" if fail_open else "closed",
+            )
         if fail_open:
-            return Outcome(None, {})
-        return Outcome(503, {"Retry-After": "1"})
+            return Outcome({})
+        headers = {"Retry-After": "1"}
+        return Outcome(headers, None, Refusal(503, headers, step.rule.label))
 
 
-# Every failure of the limiter that fails open or closed (never a 500): Redis errors (connection
-# refused, timeouts, "unknown command" from a server without the module, …), socket errors and
-# asyncio timeouts.
-FAILURES: Tuple[Type[BaseException], ...] = (
-    redis.exceptions.RedisError, OSError, asyncio.TimeoutError, TimeoutError)
+def _warn_unbounded(limiter: object) -> None:
+    if getattr(limiter, "timeout_s", 0.0) is None:
+        log.warning(
+            "the rate limiter's Redis client has no socket timeout: a hung Redis holds every "
+            "request; build it with RateLimiter.from_url(url) / AsyncRateLimiter.from_url(url) "
+            "(0.25 s) or give redis-py socket_timeout=…"
+        )
+
+
+def _render(refusal: Refusal, render: Optional[Render]) -> Rendered:
+    if render is None:
+        return refusal.status, {"Content-Type": "text/plain", **refusal.headers}, refusal.body
+    status, headers, body = render(refusal)
+    return status, {**refusal.headers, **headers}, body
+
+
+WSGIEnviron = Dict[str, Any]
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[WSGIEnviron, StartResponse], Iterable[bytes]]
+
+_REASONS = {429: "Too Many Requests", 503: "Service Unavailable"}
 
 
 class WSGIRateLimitMiddleware:
     """WSGI middleware over a sync :class:`~redis_ratelimit.RateLimiter`.
 
-    The timeout is the redis-py client's: build the limiter with
-    ``RateLimiter.from_url(url, timeout_s=0.5)`` (socket timeouts, no retries; redis-py 7's
-    default retries with backoff take seconds before a dead server is reported). Options: ``prefix`` (of Redis keys, default ``"rl:"``),
-    ``fail_open`` (default True), ``cache_size`` (denials kept in memory, 0 disables),
-    ``legacy_headers`` (``X-RateLimit-*``, default True).
+    The timeout is the limiter's client's: ``RateLimiter.from_url(url)`` (socket timeouts of
+    0.25 s, no retries). ``render(refusal) -> (status, headers, body)`` renders refusals (default:
+    ``text/plain``). Other options: :class:`RateLimitFlow`'s.
     """
 
-    def __init__(self, app: Callable[..., Any], limiter: Any, rules: Iterable[Rule],
-                 **options: Any) -> None:
+    def __init__(
+        self,
+        app: WSGIApp,
+        limiter: SyncLimiter,
+        rules: Iterable[Rule],
+        *,
+        prefix: str = "rl:",
+        fail_open: bool = True,
+        cache_size: int = 10_000,
+        legacy_headers: bool = False,
+        fallback: Optional[MemoryFallback] = None,
+        recheck_after_s: float = 1.0,
+        recheck_max_s: float = 30.0,
+        render: Optional[Render] = None,
+    ) -> None:
         self.app = app
         self.limiter = limiter
-        self.engine = _Engine(rules, **options)
+        self.render = render
+        self.flow = RateLimitFlow(
+            rules,
+            prefix=prefix,
+            fail_open=fail_open,
+            cache_size=cache_size,
+            legacy_headers=legacy_headers,
+            fallback=fallback,
+            recheck_after_s=recheck_after_s,
+            recheck_max_s=recheck_max_s,
+        )
+        _warn_unbounded(limiter)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The limiter's engine (``"module"``, ``"functions"``, ``"eval"``; ``None`` before the
+        first call, or for a limiter that does not say)."""
+        return getattr(self.limiter, "engine", None)
 
     def decide(self, request: RequestInfo) -> Optional[Outcome]:
-        plan = self.engine.plan(request)
-        if plan is None:
-            return None
-        rule, key, cost = plan
-        outcome = self.engine.cached(key)
-        if outcome is not None:
-            return outcome
-        try:
-            decision = self.limiter.check(key, rule.limit, tokens=cost, name=rule.name)
-        except FAILURES as exc:
-            return self.engine.failed(rule, exc)
-        return self.engine.decided(rule, key, decision)
+        return self.flow.decide(self.limiter, request)
 
-    def __call__(self, environ: Dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items()
-                   if k.startswith("HTTP_")}
-        request = RequestInfo(environ.get("REQUEST_METHOD", "GET"),
-                              environ.get("PATH_INFO", "") or "/", headers,
-                              environ.get("REMOTE_ADDR"), environ.get("QUERY_STRING", ""))
+    def __call__(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
+        headers = {
+            k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")
+        }
+        request = RequestInfo(
+            environ.get("REQUEST_METHOD", "GET"),
+            environ.get("PATH_INFO", "") or "/",
+            headers,
+            environ.get("REMOTE_ADDR"),
+            environ.get("QUERY_STRING", ""),
+        )
         outcome = self.decide(request)
         if outcome is None:
             return self.app(environ, start_response)
-        if outcome.status is not None:
-            body = outcome.body
-            start_response(f"{outcome.status} {'Too Many Requests' if outcome.status == 429 else 'Service Unavailable'}",
-                           [("Content-Type", "text/plain"), ("Content-Length", str(len(body))),
-                            *outcome.headers.items()])
+        if outcome.refusal is not None:
+            status, out, body = _render(outcome.refusal, self.render)
+            reason = _REASONS.get(status, "Refused")
+            start_response(f"{status} {reason}", [*out.items(), ("Content-Length", str(len(body)))])
             return [body]
         extra = list(outcome.headers.items())
 
-        def start(status: str, response_headers: List[Tuple[str, str]], exc_info: Any = None) -> Any:
+        def start(
+            status: str, response_headers: List[Tuple[str, str]], exc_info: Any = None
+        ) -> Any:
             return start_response(status, list(response_headers) + extra, exc_info)
 
         return self.app(environ, start)
 
 
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
 class ASGIRateLimitMiddleware:
     """ASGI middleware over an :class:`~redis_ratelimit.AsyncRateLimiter` (HTTP only; other
-    scopes pass through). ``timeout_s`` (default 0.5) bounds each decision
-    (``asyncio.wait_for``); other options as :class:`WSGIRateLimitMiddleware`'s."""
+    scopes pass through). The timeout is the limiter's client's (``AsyncRateLimiter.from_url``:
+    0.25 s). Refusals: ``render`` when given, else the wrapped Starlette/FastAPI app's exception
+    handlers (see :mod:`redis_ratelimit.starlette`), else ``text/plain``. Other options:
+    :class:`RateLimitFlow`'s."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], limiter: Any, rules: Iterable[Rule],
-                 **options: Any) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limiter: AsyncLimiter,
+        rules: Iterable[Rule],
+        *,
+        prefix: str = "rl:",
+        fail_open: bool = True,
+        cache_size: int = 10_000,
+        legacy_headers: bool = False,
+        fallback: Optional[MemoryFallback] = None,
+        recheck_after_s: float = 1.0,
+        recheck_max_s: float = 30.0,
+        render: Optional[Render] = None,
+    ) -> None:
         self.app = app
         self.limiter = limiter
-        self.engine = _Engine(rules, **options)
+        self.render = render
+        self.flow = RateLimitFlow(
+            rules,
+            prefix=prefix,
+            fail_open=fail_open,
+            cache_size=cache_size,
+            legacy_headers=legacy_headers,
+            fallback=fallback,
+            recheck_after_s=recheck_after_s,
+            recheck_max_s=recheck_max_s,
+        )
+        _warn_unbounded(limiter)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The limiter's engine (``"module"``, ``"functions"``, ``"eval"``; ``None`` before the
+        first call, or for a limiter that does not say)."""
+        return getattr(self.limiter, "engine", None)
 
     async def decide(self, request: RequestInfo) -> Optional[Outcome]:
-        plan = self.engine.plan(request)
-        if plan is None:
-            return None
-        rule, key, cost = plan
-        outcome = self.engine.cached(key)
-        if outcome is not None:
-            return outcome
-        try:
-            decision = await asyncio.wait_for(
-                self.limiter.check(key, rule.limit, tokens=cost, name=rule.name),
-                self.engine.timeout_s)
-        except FAILURES as exc:
-            return self.engine.failed(rule, exc)
-        return self.engine.decided(rule, key, decision)
+        return await self.flow.decide_async(self.limiter, request)
 
-    async def __call__(self, scope: Dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                   for k, v in scope.get("headers") or []}
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []
+        }
         client = scope.get("client")
-        request = RequestInfo(scope.get("method", "GET"), scope.get("path", "/"), headers,
-                              client[0] if client else None,
-                              (scope.get("query_string") or b"").decode("latin-1"))
+        request = RequestInfo(
+            scope.get("method", "GET"),
+            scope.get("path", "/"),
+            headers,
+            client[0] if client else None,
+            (scope.get("query_string") or b"").decode("latin-1"),
+        )
         outcome = await self.decide(request)
         if outcome is None:
             await self.app(scope, receive, send)
             return
-        if outcome.status is not None:
-            body = outcome.body
-            raw = [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]
-            raw += [(k.lower().encode(), v.encode()) for k, v in outcome.headers.items()]
-            await send({"type": "http.response.start", "status": outcome.status, "headers": raw})
+        if outcome.refusal is not None:
+            if self.render is None and await self._app_handler(
+                outcome.refusal, scope, receive, send
+            ):
+                return
+            status, out, body = _render(outcome.refusal, self.render)
+            raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in out.items()]
+            raw.append((b"content-length", str(len(body)).encode()))
+            await send({"type": "http.response.start", "status": status, "headers": raw})
             await send({"type": "http.response.body", "body": body})
             return
         extra = [(k.lower().encode(), v.encode()) for k, v in outcome.headers.items()]
 
-        async def send_with_headers(message: Dict[str, Any]) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start" and extra:
                 message = dict(message, headers=list(message.get("headers") or []) + extra)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+    async def _app_handler(
+        self, refusal: Refusal, scope: Scope, receive: Receive, send: Send
+    ) -> bool:
+        """Renders ``refusal`` with the Starlette/FastAPI app's exception handlers, if it has
+        one for it: True when it did."""
+        app = scope.get("app") or self.app
+        handlers = getattr(app, "exception_handlers", None)
+        if not isinstance(handlers, dict) or not handlers:
+            return False
+        from starlette.requests import Request
+
+        from .starlette import exception_for
+
+        exc = exception_for(refusal)
+        # As Starlette looks them up: by status code, then by the exception's classes.
+        handler = handlers.get(refusal.status) or next(
+            (handlers[c] for c in type(exc).__mro__ if c in handlers), None
+        )
+        if handler is None:
+            return False
+        response = handler(Request(scope, receive), exc)
+        if inspect.isawaitable(response):
+            response = await response
+        for name, value in refusal.headers.items():
+            if name.lower() not in response.headers:
+                response.headers[name] = value
+        await response(scope, receive, send)
+        return True
