@@ -1,0 +1,164 @@
+//! The engine that decides (issue 31): the module's `RL.ALL` when the server
+//! has the module, else the Functions library (`functions/ratelimit.lua`,
+//! embedded here, contract in `docs/functions.md`) through `FCALL rl_all`,
+//! else the same code through `EVALSHA` (`EVAL` on `NOSCRIPT`). The same
+//! order, detection and recovery rules as the Python and Node clients
+//! (`clients/python/src/redis_ratelimit/_engine.py`,
+//! `clients/node/lib/engine.js`), with their option names: `RLS_ENGINE`
+//! (`auto|module|functions|eval`) and `RLS_CLOCK` (`auto|server|caller`).
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// The library as `FUNCTION LOAD` takes it (first line `#!lua name=ratelimit`):
+/// the repository's one source, embedded at build time.
+pub const LIBRARY_CODE: &str = include_str!("../../../functions/ratelimit.lua");
+
+/// The `EVAL` form: the library without its first line; it dispatches on its
+/// first argument, the function name.
+pub fn eval_body() -> &'static str {
+    LIBRARY_CODE
+        .split_once('\n')
+        .map_or(LIBRARY_CODE, |(_, body)| body)
+}
+
+/// The SHA1 of [`eval_body`] (what `EVALSHA` names).
+pub static EVAL_SHA: LazyLock<String> =
+    LazyLock::new(|| redis::Script::new(eval_body()).get_hash().to_string());
+
+/// The embedded copy's version: its `local VERSION = n` line, what
+/// `FCALL_RO rl_version 0` answers once it is loaded (0: no such line, which
+/// a unit test rules out).
+pub static LIBRARY_VERSION: LazyLock<i64> = LazyLock::new(|| {
+    LIBRARY_CODE
+        .lines()
+        .find_map(|l| l.strip_prefix("local VERSION = ")?.trim().parse().ok())
+        .unwrap_or(0)
+});
+
+/// The engine in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The module's `RL.ALL`.
+    Module,
+    /// The Functions library: `FCALL rl_all`.
+    Functions,
+    /// The library's code through `EVALSHA … rl_all` (`EVAL` on `NOSCRIPT`).
+    Eval,
+}
+
+impl Engine {
+    /// Every engine, in the order `auto` tries them.
+    pub const ALL: [Engine; 3] = [Engine::Module, Engine::Functions, Engine::Eval];
+
+    /// `module`, `functions` or `eval` (the metric's label, the logs' value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Module => "module",
+            Engine::Functions => "functions",
+            Engine::Eval => "eval",
+        }
+    }
+
+    pub(super) fn code(self) -> u8 {
+        match self {
+            Engine::Module => 1,
+            Engine::Functions => 2,
+            Engine::Eval => 3,
+        }
+    }
+
+    pub(super) fn from_code(code: u8) -> Option<Engine> {
+        match code {
+            1 => Some(Engine::Module),
+            2 => Some(Engine::Functions),
+            3 => Some(Engine::Eval),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `FCALL`: the library is not loaded (on this node).
+pub(super) static FUNCTION_NOT_FOUND: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)function not found").expect("a valid regex"));
+
+/// The module's command is unknown: the module went away (a failover to a
+/// server without it).
+pub(super) static UNKNOWN_COMMAND: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)^ERR unknown command").expect("a valid regex"));
+
+/// What a server answers when a script may not call `TIME`: ElastiCache
+/// Serverless ("ERR This Redis command is not allowed from script"), an ACL
+/// user without `+time` ("ERR The user executing the script can't run this
+/// command or subcommand"), other versions' wordings. The clients' regex.
+pub(super) static TIME_REFUSED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)not allowed from scripts?|can't run this command|no permissions to run the 'time' command",
+    )
+    .expect("a valid regex")
+});
+
+/// Replies that say "not now" rather than "not allowed": the engine is
+/// looked for again on the next call.
+pub(super) static NOT_NOW: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|BUSY|READONLY|NOREPLICAS|OOM)\b")
+        .expect("a valid regex")
+});
+
+/// A server's error reply as it was sent (`CODE detail`); `None` for
+/// anything else (I/O, a timeout, a parse error).
+pub(super) fn reply_error(e: &redis::RedisError) -> Option<String> {
+    let code = e.code()?;
+    Some(match e.detail() {
+        Some(detail) => format!("{code} {detail}"),
+        None => code.to_string(),
+    })
+}
+
+/// The caller's clock in µs since the Unix epoch (`NOW`).
+pub(super) fn caller_clock_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_library_has_a_version_and_an_eval_form() {
+        assert!(LIBRARY_CODE.starts_with("#!lua name=ratelimit\n"));
+        assert!(*LIBRARY_VERSION >= 1);
+        assert_eq!(
+            format!("#!lua name=ratelimit\n{}", eval_body()),
+            LIBRARY_CODE
+        );
+        assert_eq!(EVAL_SHA.len(), 40);
+    }
+
+    #[test]
+    fn the_clients_detection_patterns() {
+        for refused in [
+            "ERR This Redis command is not allowed from script",
+            "ERR The user executing the script can't run this command or subcommand",
+            "NOPERM this user has no permissions to run the 'time' command",
+        ] {
+            assert!(TIME_REFUSED.is_match(refused), "{refused}");
+        }
+        assert!(!TIME_REFUSED.is_match("ERR syntax error"));
+        assert!(FUNCTION_NOT_FOUND.is_match("ERR Function not found"));
+        assert!(
+            UNKNOWN_COMMAND.is_match("ERR unknown command 'RL.ALL', with args beginning with: ")
+        );
+        assert!(NOT_NOW.is_match("LOADING Redis is loading the dataset in memory"));
+        assert!(!NOT_NOW.is_match("ERR unknown command 'FUNCTION'"));
+    }
+}
