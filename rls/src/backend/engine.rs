@@ -11,6 +11,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::BackendError;
+
 /// The library as `FUNCTION LOAD` takes it (first line `#!lua name=ratelimit`):
 /// the repository's one source, embedded at build time.
 pub const LIBRARY_CODE: &str = include_str!("../../../functions/ratelimit.lua");
@@ -120,6 +122,19 @@ pub(super) fn reply_error(e: &redis::RedisError) -> Option<String> {
         Some(detail) => format!("{code} {detail}"),
         None => code.to_string(),
     })
+}
+
+/// A server's error reply in `e`, as sent.
+pub(super) fn backend_reply_error(e: &BackendError) -> Option<String> {
+    match e {
+        BackendError::Redis(e) => reply_error(e),
+        _ => None,
+    }
+}
+
+/// Whether `e` is a server's refusal (an error reply that is not "not now").
+pub(super) fn refused(e: &BackendError) -> bool {
+    backend_reply_error(e).is_some_and(|m| !NOT_NOW.is_match(&m))
 }
 
 /// The caller's clock in µs since the Unix epoch (`NOW`).
