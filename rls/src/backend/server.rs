@@ -174,14 +174,15 @@ impl Redis {
 impl Redis {
     /// `RL.ALL` through the library, with each recovery once: the library
     /// reloaded on "function not found", the script sent whole on
-    /// `NOSCRIPT`, the caller's clock where `TIME` is refused.
+    /// `NOSCRIPT`, the caller's clock where `TIME` is refused. The reply,
+    /// and whether it holds each limit's integers (`WITHLIMITS`).
     async fn library_rl_all(
         &self,
         mut engine: Engine,
         limits: &Limits<'_>,
         op: Op,
         slot: u16,
-    ) -> Result<redis::Value, BackendError> {
+    ) -> Result<(redis::Value, bool), BackendError> {
         let mut reloaded = false;
         let mut with_body = false;
         let mut time_refused: Option<String> = None;
@@ -194,13 +195,13 @@ impl Redis {
                 now_us: with_now.then(caller_clock_us),
             };
             let loads = self.engines.loads.load(Ordering::Relaxed);
-            let (cmd, _) = rl_all_command_for(call, limits, op);
+            let (cmd, with_limits) = rl_all_command_for(call, limits, op);
             let err = match self.send(cmd, slot).await {
                 Ok(value) => {
                     if let Some(reason) = time_refused {
                         self.use_caller_clock(&reason);
                     }
-                    return Ok(value);
+                    return Ok((value, with_limits));
                 }
                 Err(e) => e,
             };
@@ -264,9 +265,9 @@ impl Limiter for Redis {
     ) -> Result<(bool, Vec<LimitReply>), BackendError> {
         // The caller bounds the whole decision by the timeout: no second
         // timer here.
-        let (cmd, with_limits) = rl_all_command(limits, op);
         let mut engine = self.engine_ready().await?;
         if engine == Engine::Module {
+            let (cmd, with_limits) = rl_all_command(limits, op);
             match self.send(cmd, slot).await {
                 Ok(value) => return parse_rl_all(&value, limits.len(), with_limits),
                 Err(e) => {
@@ -291,7 +292,7 @@ impl Limiter for Redis {
                 }
             }
         }
-        let value = self.library_rl_all(engine, limits, op, slot).await?;
+        let (value, with_limits) = self.library_rl_all(engine, limits, op, slot).await?;
         parse_rl_all(&value, limits.len(), with_limits)
     }
 
