@@ -302,6 +302,27 @@ mod tests {
     }
 
     #[test]
+    fn the_engine_in_use_is_the_one_at_1() {
+        let m = Metrics::new();
+        let at = |text: &str, engine: &str| {
+            let prefix = format!("ratelimit_rls_engine{{engine=\"{engine}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+        };
+        let text = m.render();
+        for engine in ["module", "functions", "eval"] {
+            assert_eq!(at(&text, engine).as_deref(), Some("0"), "{text}");
+        }
+        m.set_engine(Some(Engine::Functions));
+        m.set_engine(Some(Engine::Eval));
+        let text = m.render();
+        assert!(text.contains("# TYPE ratelimit_rls_engine gauge"), "{text}");
+        assert_eq!(at(&text, "eval").as_deref(), Some("1"));
+        assert_eq!(at(&text, "functions").as_deref(), Some("0"));
+        assert_eq!(at(&text, "module").as_deref(), Some("0"));
+    }
+
+    #[test]
     fn label_values_are_sanitized_as_envoy_does() {
         let m = Metrics::new();
         let parts: Vec<String> = vec!["d".into(), "ip_2001:db8::1".into()];

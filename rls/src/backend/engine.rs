@@ -159,6 +159,66 @@ mod tests {
         assert_eq!(EVAL_SHA.len(), 40);
     }
 
+    /// Each engine's words for the same `RL.ALL`.
+    #[test]
+    fn rl_all_through_each_engine() {
+        use crate::backend::{rl_all_command, rl_all_command_for, LibraryCall, Op};
+        let words = |cmd: &redis::Cmd| -> Vec<String> {
+            cmd.args_iter()
+                .map(|a| match a {
+                    redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                    _ => "<not simple>".into(),
+                })
+                .collect()
+        };
+        let a: Vec<String> = vec!["FIXEDWINDOW".into(), "10".into(), "60".into()];
+        let b: Vec<String> = vec!["GCRA".into(), "4".into(), "5".into(), "1".into()];
+        let limits = [("k1", &a[..]), ("k2", &b[..])];
+        let (module, with_limits) = rl_all_command(&limits, Op::Take(3));
+        assert!(with_limits);
+        let tail = "FIXEDWINDOW 10 60 GCRA 4 5 1 TOKENS 3 WITHLIMITS";
+        assert_eq!(words(&module).join(" "), format!("RL.ALL 2 k1 k2 {tail}"));
+        let call = |engine, with_body, now_us| LibraryCall {
+            engine,
+            with_body,
+            now_us,
+        };
+        let (fcall, _) =
+            rl_all_command_for(call(Engine::Functions, false, None), &limits, Op::Take(3));
+        assert_eq!(
+            words(&fcall).join(" "),
+            format!("FCALL rl_all 2 k1 k2 {tail}")
+        );
+        let (fcall, _) =
+            rl_all_command_for(call(Engine::Functions, false, Some(17)), &limits, Op::Peek);
+        assert_eq!(
+            words(&fcall).join(" "),
+            "FCALL rl_all 2 k1 k2 FIXEDWINDOW 10 60 GCRA 4 5 1 PEEK WITHLIMITS NOW 17"
+        );
+        let (evalsha, _) =
+            rl_all_command_for(call(Engine::Eval, false, None), &limits, Op::Take(3));
+        assert_eq!(
+            words(&evalsha).join(" "),
+            format!("EVALSHA {} 2 k1 k2 rl_all {tail}", *EVAL_SHA)
+        );
+        let (eval, _) =
+            rl_all_command_for(call(Engine::Eval, true, None), &limits[..1], Op::Refund(2));
+        let eval = words(&eval);
+        assert_eq!(eval[0], "EVAL");
+        assert_eq!(eval[1], eval_body());
+        assert_eq!(
+            eval[2..].join(" "),
+            "1 k1 rl_all FIXEDWINDOW 10 60 REFUND 2"
+        );
+        // The module never gets NOW: it reads the server's clock.
+        let (module, _) = rl_all_command_for(
+            call(Engine::Module, false, Some(17)),
+            &limits[..1],
+            Op::Take(1),
+        );
+        assert_eq!(words(&module).join(" "), "RL.ALL 1 k1 FIXEDWINDOW 10 60");
+    }
+
     #[test]
     fn the_clients_detection_patterns() {
         for refused in [
