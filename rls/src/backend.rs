@@ -70,7 +70,8 @@ pub struct LimitReply {
 /// `("rls:api_user_alice_fw60", ["FIXEDWINDOW", "10", "60"])`.
 pub type Limits<'a> = [(&'a str, &'a [String])];
 
-/// Whatever decides limits: the module through Redis, or a test double.
+/// Whatever decides limits: Redis (the module or its Functions library), or a
+/// test double.
 #[tonic::async_trait]
 pub trait Limiter: Send + Sync {
     /// `RL.ALL` over `limits` with `op`, all keys in `slot` (a Redis Cluster

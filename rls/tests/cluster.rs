@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use ratelimit_rls::backend::engine::LIBRARY_VERSION;
 
 const YAML: &str = "domain: c
 descriptors:
@@ -125,4 +126,15 @@ async fn a_cluster_splits_by_slot_and_refunds_on_a_later_refusal() {
         }
     }
     assert!(found >= 3, "alice's two keys and the ip's");
+    // The library is back on every primary (loaded on each, not only where
+    // a call met its absence); nothing is loaded for the other engines.
+    for node in &nodes {
+        let version: Option<i64> = redis::cmd("FCALL_RO")
+            .arg("rl_version")
+            .arg(0)
+            .query(&mut node.connection())
+            .ok();
+        let expected = (test_engine() == "functions").then_some(*LIBRARY_VERSION);
+        assert_eq!(version, expected, "node {}", node.port);
+    }
 }
