@@ -334,6 +334,69 @@ fn a_panic_in_a_handler_is_an_err_reply_not_a_crash() {
 }
 
 #[test]
+fn debugclock_fixes_the_clock_every_command_reads_until_off() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let debug_command: redis::Value =
+        query(&mut con, &["COMMAND", "INFO", "rl.debugpanic"]).unwrap();
+    if debug_command == redis::Value::Array(vec![redis::Value::Nil]) {
+        // A release build (`make test-release`): it has neither debug command.
+        let clock: redis::Value = query(&mut con, &["COMMAND", "INFO", "rl.debugclock"]).unwrap();
+        assert_eq!(clock, redis::Value::Array(vec![redis::Value::Nil]));
+        eprintln!("skipped: the module under test is a release build without RL.DEBUGCLOCK");
+        return;
+    }
+    let now_ms: i64 = {
+        let t: Vec<i64> = query(&mut con, &["TIME"]).unwrap();
+        t[0] * 1000 + t[1] / 1000
+    };
+    // A day ahead, one second into a 10 s window.
+    let window_start_s = (now_ms / 1000 + 86_400) / 10 * 10;
+    let fixed_us = (window_start_s + 1) * 1_000_000;
+    let ok: String = query(&mut con, &["RL.DEBUGCLOCK", &fixed_us.to_string()]).unwrap();
+    assert_eq!(ok, "OK");
+    assert_eq!(
+        call(&mut con, &["RL.FIXEDWINDOW", "fw", "5", "10"]),
+        [0, 5, 4, -1, 9000]
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    // The same instant however long the wall clock moved.
+    assert_eq!(
+        call(&mut con, &["RL.FIXEDWINDOW", "fw", "5", "10", "PEEK"]),
+        [0, 5, 3, -1, 9000]
+    );
+    let expire_ms: i64 = query(&mut con, &["PEXPIRETIME", "fw"]).unwrap();
+    assert_eq!(expire_ms, (window_start_s + 10) * 1000);
+    // GCRA at the same µs: TAT = now + emission interval (2 s).
+    call(&mut con, &["RL.GCRA", "g", "0", "1", "2"]);
+    let expire_ms: i64 = query(&mut con, &["PEXPIRETIME", "g"]).unwrap();
+    assert_eq!(expire_ms, fixed_us / 1000 + 2000);
+
+    for bad in ["-1", "soon", "1.5", ""] {
+        assert_eq!(
+            call_err(&mut con, &["RL.DEBUGCLOCK", bad]),
+            "ERR unix_us must be an integer >= 0 (µs since the Unix epoch) or OFF",
+            "{bad:?}"
+        );
+    }
+    assert!(call_err(&mut con, &["RL.DEBUGCLOCK"]).contains("wrong number of arguments"));
+    // A refused argument left the clock fixed.
+    assert_eq!(
+        call(&mut con, &["RL.FIXEDWINDOW", "fw", "5", "10", "PEEK"]),
+        [0, 5, 3, -1, 9000]
+    );
+
+    let ok: String = query(&mut con, &["RL.DEBUGCLOCK", "off"]).unwrap();
+    assert_eq!(ok, "OK");
+    call(&mut con, &["RL.GCRA", "g2", "0", "1", "2"]);
+    let expire_ms: i64 = query(&mut con, &["PEXPIRETIME", "g2"]).unwrap();
+    assert!(
+        (now_ms..now_ms + 60_000).contains(&(expire_ms - 2000)),
+        "the server's clock is back: {expire_ms} vs {now_ms}"
+    );
+}
+
+#[test]
 fn resizing_a_state_keeps_the_keys_lfu_counter() {
     let server = Server::start_with(&["--save", "", "--maxmemory-policy", "allkeys-lfu"]);
     let mut con = server.connect();
