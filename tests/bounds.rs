@@ -110,6 +110,9 @@ fn the_refusal_that_starts_a_block_reports_the_block() {
 
 #[test]
 fn a_policy_block_is_reported_and_a_shadow_blocks_nothing() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     for (name, def) in [
@@ -288,6 +291,9 @@ fn a_call_over_the_sliding_log_budget_is_refused_before_it_writes() {
 
 #[test]
 fn the_call_budget_is_a_load_argument_too() {
+    if !common::module_only("a module load argument") {
+        return;
+    }
     let server = Server::start_with_module_args(&["sliding-log-call-budget", "10"], &[]);
     let mut con = server.connect();
     assert!(call_err(&mut con, &["RL.SLIDINGLOG", "k", "10", "60"]).contains("of 10;"));

@@ -137,6 +137,9 @@ fn all_refuses_malformed_calls_and_writes_nothing() {
 
 #[test]
 fn all_declares_its_keys_for_acls_and_getkeys() {
+    if !common::module_only("COMMAND GETKEYS and ACLs of RL.ALL") {
+        return;
+    }
     let server = Server::start();
     let mut admin = server.connect();
     let keys: Vec<String> = query(
@@ -575,6 +578,9 @@ fn refund_gives_tokens_back_and_a_full_limiter_loses_its_key() {
 
 #[test]
 fn info_ratelimit_counts_each_commands_decisions_exactly() {
+    if !common::module_only("INFO ratelimit") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let gcra = |extra: &[&str]| -> Vec<String> {

@@ -60,6 +60,9 @@ fn has_module_categories(con: &mut redis::Connection) -> bool {
 
 #[test]
 fn command_docs_show_summary_arguments_complexity_and_since() {
+    if !common::module_only("COMMAND DOCS") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     for cmd in COMMANDS {
@@ -93,6 +96,9 @@ fn command_docs_show_summary_arguments_complexity_and_since() {
 
 #[test]
 fn acl_key_patterns_apply_to_the_limiter_key() {
+    if !common::module_only("ACL key specs of the module's commands") {
+        return;
+    }
     let server = Server::start();
     let mut admin = server.connect();
     let _: () = query(
@@ -113,6 +119,9 @@ fn acl_key_patterns_apply_to_the_limiter_key() {
 
 #[test]
 fn acl_categories_write_fast_and_ratelimit() {
+    if !common::module_only("ACL categories of the module's commands") {
+        return;
+    }
     let server = Server::start();
     let mut admin = server.connect();
     let users = [
@@ -251,6 +260,9 @@ fn writes_raise_the_keyspace_events_of_set_expire_and_zadd() {
 
 #[test]
 fn every_call_in_one_transaction_sees_the_same_instant() {
+    if !common::module_only("the module reads the cached clock; a function reads TIME") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     if !has_acl_categories(&mut con) {
@@ -309,6 +321,9 @@ fn every_call_in_one_transaction_sees_the_same_instant() {
 
 #[test]
 fn a_panic_in_a_handler_is_an_err_reply_not_a_crash() {
+    if !common::module_only("RL.DEBUGPANIC") {
+        return;
+    }
     let mut server = Server::start();
     let mut con = server.connect();
     let debug_command: redis::Value =
@@ -335,6 +350,9 @@ fn a_panic_in_a_handler_is_an_err_reply_not_a_crash() {
 
 #[test]
 fn debugclock_fixes_the_clock_every_command_reads_until_off() {
+    if !common::module_only("RL.DEBUGCLOCK") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let debug_command: redis::Value =
@@ -492,6 +510,9 @@ fn a_limited_call_leaves_watch_alone_and_a_write_invalidates_it() {
 
 #[test]
 fn reloading_the_module_keeps_its_acl_category() {
+    if !common::module_only("MODULE LOAD") {
+        return;
+    }
     // `policies unloadable`: a module with a data type cannot be unloaded.
     let server = Server::start_with_module_args(
         &["policies", "unloadable"],
@@ -537,6 +558,9 @@ fn reloading_the_module_keeps_its_acl_category() {
 
 #[test]
 fn the_module_refuses_to_load_when_a_propagated_command_is_renamed() {
+    if !common::module_only("MODULE LOAD") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("server.log");
     let port = common::free_port().to_string();

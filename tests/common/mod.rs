@@ -144,6 +144,25 @@ pub fn cmd(args: &[&str]) -> redis::Cmd {
     cmd
 }
 
+/// [`cmd`] for arguments that may not be UTF-8 (the command name is).
+pub fn cmd_bytes(name: &str, args: &[&[u8]]) -> redis::Cmd {
+    let head = translate(&[name, "key"]);
+    let mut cmd = redis::cmd(&head[0]);
+    // `translate` of `[name, "key"]`: the words before the key.
+    for a in &head[1..head.len() - 1] {
+        if a == "0" || a == "1" {
+            // numkeys: 1 when a key follows (RL.ALL is not built here).
+            cmd.arg(if args.is_empty() { "0" } else { "1" });
+        } else {
+            cmd.arg(a.as_ref());
+        }
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
 /// The server binary.
 pub fn server_binary() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
