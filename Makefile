@@ -18,7 +18,7 @@ DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
 .DEFAULT_GOAL := help
 .PHONY: help setup build build-debug run test test-release test-long test-unit test-integration mutants \
 	test-examples test-python test-node test-packages test-memcheck compat lint fmt bench callgrind dist deb clean \
-	build-rls run-rls test-rls bench-rls
+	build-rls run-rls test-rls bench-rls load-functions
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ run: build ## Build, then start redis-server with the module on 127.0.0.1:6379 (
 	@port=$$(scripts/port-free.sh $(or $(PORT),--pick)) || exit 1; \
 	  echo "make run: starting redis-server with the module on 127.0.0.1:$$port. Talk to it with: redis-cli -p $$port"; \
 	  exec $(REDIS_SERVER) redis.conf --port $$port
+
+load-functions: ## Load the Functions library (functions/ratelimit.lua: the limiters without the module) into the server at 127.0.0.1:PORT (default 6379), replacing an older one
+	redis-cli -p $(or $(PORT),6379) -x FUNCTION LOAD REPLACE < functions/ratelimit.lua
 
 # make run-rls: the Envoy rate limit service (rls/) in front of `make run`'s server.
 RLS_CONFIG ?= rls/examples/config.yaml

@@ -24,7 +24,7 @@ local function build()
 local byte, sub, find, upper, format = string.byte, string.sub, string.find, string.upper, string.format
 local floor, fmod = math.floor, math.fmod
 local rcall, rpcall = redis.call, redis.pcall
-local tonumber, type, error, pcall = tonumber, type, error, pcall
+local tonumber, type, error, pcall, unpack = tonumber, type, error, pcall, unpack
 
 local TWO52 = 4503599627370496
 local TWO53 = 9007199254740992
@@ -266,9 +266,9 @@ end
 -- [PEEK] [BLOCK duration] [NOW unix_µs]; `own(word, i)` answers how many
 -- words a command's own option takes (nil: a syntax error).
 -- Returns {refund, n, peek, block_us, now}.
-local function options(a, from, own, syntax)
-  local o = { refund = false, n = 1, peek = false, block_us = nil, now = nil }
-  local op_seen, block_seen, now_seen = false, false, false
+local function options(a, from, own, syntax, now)
+  local o = { refund = false, n = 1, peek = false, block_us = nil, now = now }
+  local op_seen, block_seen, now_seen = false, false, now ~= nil
   local i = from
   local count = #a
   while i <= count do
@@ -705,6 +705,318 @@ function SLIDINGWINDOW.refund(lim, s, now, tokens)
 end
 
 ---------------------------------------------------------------------------
+-- Sliding window over k sub-windows (core/src/algorithm/bucket_window.rs,
+-- `RL.SLIDINGWINDOW … BUCKETS k`). State: `K`, the sub-window length and the
+-- newest sub-window's index (zig-zag) as LEB128 varints, then the counts as
+-- little-endian u32, newest first.
+
+local BUCKETWINDOW = { command = 'RL.SLIDINGWINDOW' }
+local char = string.char
+
+local function bucket_window_new(limit, window_us, k)
+  check_limit_and_window(limit, window_us)
+  if limit > 4294967295 then e_range('limit', '<= 4294967295 with BUCKETS') end
+  if k < 2 or k > 60 then e_range('BUCKETS', '>= 2 and <= 60') end
+  return { limit = limit, w = window_us, k = k, sub = ceil_div(window_us, k), alg = BUCKETWINDOW }
+end
+
+-- A varint at `i`: its value (nil: malformed; false: 2^53 or more) and the
+-- next index.
+local function take_varint(bytes, i)
+  local value, scale = 0, 1
+  for j = 0, 9 do
+    local b = byte(bytes, i + j)
+    if b == nil then return nil end
+    local part = b % 128
+    if j == 9 and part > 1 then return nil end
+    value = value + part * scale
+    scale = scale * 128
+    if b < 128 then
+      if value >= TWO53 then return false, i + j + 1 end
+      return value, i + j + 1
+    end
+  end
+  return nil
+end
+
+function BUCKETWINDOW.decode(lim, inner)
+  if byte(inner, 1) ~= 75 then
+    if sliding_decode(inner) ~= nil then e_buckets_mismatch('without BUCKETS') end
+    return nil
+  end
+  local sub_us, i = take_varint(inner, 2)
+  if sub_us == nil then return nil end
+  local zigzag, j = take_varint(inner, i)
+  if zigzag == nil then return nil end
+  if sub_us == false or zigzag == false then return false end
+  if sub_us < 1 then return nil end
+  local newest = zigzag / 2
+  if zigzag % 2 == 1 then newest = -(zigzag + 1) / 2 end
+  local rest = #inner - j + 1
+  if rest == 0 or rest % 4 ~= 0 or rest / 4 > 60 then return nil end
+  local counts = {}
+  for c = 1, rest / 4 do
+    local b0, b1, b2, b3 = byte(inner, j + 4 * c - 4, j + 4 * c - 1)
+    counts[c] = b0 + 256 * (b1 + 256 * (b2 + 256 * b3))
+  end
+  return { sub = sub_us, newest = newest, counts = counts }
+end
+
+local function put_varint(v)
+  local out = ''
+  while v >= 128 do
+    local part = fmod(v, 128)
+    out = out .. char(part + 128)
+    v = (v - part) / 128
+  end
+  return out .. char(v)
+end
+
+local function u32le(c)
+  local b0 = c % 256; c = (c - b0) / 256
+  local b1 = c % 256; c = (c - b1) / 256
+  local b2 = c % 256
+  return char(b0, b1, b2, (c - b2) / 256)
+end
+
+-- The view at now: the current sub-window's index and view[i] (1-based:
+-- view[1] is the current sub-window's count).
+local function bucket_view(lim, s, now)
+  local k, view = lim.k, {}
+  for i = 1, k do view[i] = 0 end
+  local now_index = floor_div(now, lim.sub)
+  if s == nil then return now_index, view end
+  if s.sub ~= lim.sub then
+    local window_start = now - lim.w
+    local sum = 0
+    for i = 1, #s.counts do
+      if (s.newest - (i - 1) + 1) * s.sub > window_start then sum = sum + s.counts[i] end
+    end
+    if sum > 4294967295 then sum = 4294967295 end
+    view[1] = sum
+    return now_index, view
+  end
+  local current = now_index
+  if s.newest > current then current = s.newest end
+  local shift = current - s.newest
+  for i = 1, #s.counts do
+    local at = shift + i
+    if at <= k then view[at] = s.counts[i] end
+  end
+  return current, view
+end
+
+-- The encoded state of a view (nil when all is 0), and when it empties.
+local function bucket_encode(lim, current, view)
+  local first, last
+  for i = 1, lim.k do
+    if view[i] > 0 then
+      first = first or i
+      last = i
+    end
+  end
+  if first == nil then return nil end
+  local newest = current - (first - 1)
+  local zigzag = newest >= 0 and 2 * newest or -2 * newest - 1
+  local parts = { 'K', put_varint(lim.sub), put_varint(zigzag) }
+  for i = first, last do parts[#parts + 1] = u32le(view[i]) end
+  return table.concat(parts)
+end
+
+local function bucket_empty_at(lim, current, view)
+  for i = 1, lim.k do
+    if view[i] > 0 then return (current - (i - 1) + lim.k) * lim.sub end
+  end
+  return nil
+end
+
+local function bucket_window_decision(lim, limited, counted, retry, empty_at, now)
+  local remaining = lim.limit - counted
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if empty_at then
+    reset = empty_at - now
+    if reset < 0 then reset = 0 end
+  end
+  return decision(limited, lim.limit, remaining, retry, reset)
+end
+
+function BUCKETWINDOW.take(lim, s, now, cost)
+  local current, view = bucket_view(lim, s, now)
+  local k = lim.k
+  local counted = 0
+  for i = 1, k do counted = counted + view[i] end
+  if cost > lim.limit then
+    return bucket_window_decision(lim, true, counted, false, bucket_empty_at(lim, current, view), now)
+  end
+  if counted + cost <= lim.limit then
+    local upd
+    if cost > 0 then
+      local c = view[1] + cost
+      if c > 4294967295 then c = 4294967295 end
+      view[1] = c
+      upd = { bucket_encode(lim, current, view), bucket_empty_at(lim, current, view) }
+    end
+    return bucket_window_decision(lim, false, counted + cost, false, bucket_empty_at(lim, current, view), now), upd
+  end
+  local empty = bucket_empty_at(lim, current, view)
+  local left, retry = counted, false
+  for i = k, 1, -1 do
+    if view[i] ~= 0 then
+      left = left - view[i]
+      if left + cost <= lim.limit then
+        retry = (current - (i - 1) + k) * lim.sub - now
+        if retry < 1 then retry = 1 end
+        break
+      end
+    end
+  end
+  return bucket_window_decision(lim, true, counted, retry, empty, now)
+end
+
+function BUCKETWINDOW.refund(lim, s, now, tokens)
+  if s == nil then return (BUCKETWINDOW.take(lim, nil, now, 0)), nil end
+  local current, view = bucket_view(lim, s, now)
+  local give = tokens
+  for i = 1, lim.k do
+    local take = view[i]
+    if give < take then take = give end
+    view[i] = view[i] - take
+    give = give - take
+  end
+  local value = bucket_encode(lim, current, view)
+  local new_state = value and BUCKETWINDOW.decode(lim, value)
+  local d = BUCKETWINDOW.take(lim, new_state, now, 0)
+  if value == nil then return d, DELETE end
+  return d, { value, bucket_empty_at(lim, current, view) }
+end
+
+---------------------------------------------------------------------------
+-- CL.THROTTLE (core/src/algorithm/cell.rs): redis-cell's GCRA in
+-- nanoseconds. Instants and durations in ns are kept as pairs (µs, ns) with
+-- 0 <= ns < 1000, exact where a ns count passes 2^53. State: the TAT in ns
+-- (decimal), or below 10^17 a TAT in µs.
+
+local CELL = { command = 'CL.THROTTLE' }
+
+local function pair_sub(aus, ans, bus, bns)
+  local us, ns = aus - bus, ans - bns
+  if ns < 0 then ns = ns + 1000; us = us - 1 end
+  return us, ns
+end
+
+local function pair_add(aus, ans, bus, bns)
+  local us, ns = aus + bus, ans + bns
+  if ns >= 1000 then ns = ns - 1000; us = us + 1 end
+  return us, ns
+end
+
+-- a > b
+local function pair_gt(aus, ans, bus, bns)
+  return aus > bus or (aus == bus and ans > bns)
+end
+
+local function cell_new(max_burst, cpp, period_secs, raw_burst)
+  if max_burst < 0 then e_range('max_burst', '>= 0') end
+  if cpp < 1 then e_range('count_per_period', '>= 1') end
+  if period_secs < 1 then e_period('period') end
+  if period_secs > 31622400 then e_range('period', '>= 1 and <= 31622400 (366 days)') end
+  -- redis-cell's f64 division, truncated.
+  local t = floor(period_secs * 1e9 / cpp)
+  if t < 1000 then e_rate('count_per_period') end
+  if raw_burst == I64_MAX then fail(E_OVERFLOW) end
+  local limit = max_burst + 1
+  local t_ns = fmod(t, 1000)
+  local t_us = (t - t_ns) / 1000
+  -- τ = T × limit ns, as (µs, ns).
+  local tau_us, tau_ns
+  if limit > 1e17 then
+    fail(E_OVERFLOW)
+  end
+  local q, r = muldiv(t_ns, limit, 0, 1000)
+  tau_us, tau_ns = t_us * limit + (q or TWO53), r
+  if tau_us > 9e16 or (tau_us == 9e16 and tau_ns > 0) then fail(E_OVERFLOW) end
+  if tau_us > MAX_PERIOD_US or (tau_us == MAX_PERIOD_US and tau_ns > 0) then fail(E_REFILL) end
+  return { t_us = t_us, t_ns = t_ns, limit = limit, tau_us = tau_us, tau_ns = tau_ns, alg = CELL }
+end
+
+function CELL.decode(lim, inner)
+  local n = #inner
+  if n == 0 or n > 19 or find(inner, '%D') then return nil end
+  local z = find(inner, '[^0]')
+  local digits = z and sub(inner, z) or '0'
+  if #digits == 19 and digits > I64_MAX then return nil end
+  if #digits >= 18 then
+    -- ≥ 10^17: nanoseconds.
+    return { tonumber(sub(digits, 1, -4)), tonumber(sub(digits, -3)) }
+  end
+  local us = parse_decimal(digits)
+  if us == false then return false end
+  return { us, 0 }
+end
+
+local function cell_remaining(lim, ttl_us, ttl_ns)
+  local nus, nns = pair_sub(lim.tau_us, lim.tau_ns, ttl_us, ttl_ns)
+  -- next <= −T: nothing left.
+  local mus, mns = pair_sub(0, 0, lim.t_us, lim.t_ns)
+  if not pair_gt(nus, nns, mus, mns) then return 0 end
+  -- next / 1000 toward zero, divided in f64 by T / 1000, toward zero.
+  local a = nus
+  if nus < 0 and nns > 0 then a = nus + 1 end
+  local count = a / lim.t_us
+  if count < 0 then count = -floor(-count) else count = floor(count) end
+  if count < 0 then count = 0 end
+  if count > lim.limit then count = lim.limit end
+  return count
+end
+
+local function cell_decision(lim, cost, limited, ttl_us, ttl_ns, retry_us)
+  local remaining = cell_remaining(lim, ttl_us, ttl_ns)
+  if retry_us then
+    if cost - 1 < remaining then remaining = cost - 1 end
+    if remaining < 0 then remaining = 0 end
+  end
+  return decision(limited, lim.limit, remaining, retry_us or false, ttl_us)
+end
+
+function CELL.take(lim, tat, now, cost)
+  local tus, tns = now, 0
+  if tat and pair_gt(tat[1], tat[2], now, 0) then tus, tns = tat[1], tat[2] end
+  local ttl_us, ttl_ns = pair_sub(tus, tns, now, 0)
+  if cost > lim.limit then return cell_decision(lim, cost, true, ttl_us, ttl_ns, nil) end
+  local q, r = muldiv(lim.t_ns, cost, 0, 1000)
+  local ius, ins = lim.t_us * cost + q, r
+  local nus, nns = pair_add(tus, tns, ius, ins)
+  local lus, lns = pair_sub(nus, nns, now, 0)
+  if pair_gt(lus, lns, lim.tau_us, lim.tau_ns) then
+    local rus = pair_sub(lus, lns, lim.tau_us, lim.tau_ns)
+    return cell_decision(lim, cost, true, ttl_us, ttl_ns, rus)
+  end
+  local upd
+  if ius > 0 or ins > 0 then
+    local value
+    if nus >= 1e14 then
+      value = dec(nus) .. format('%03d', nns)
+    else
+      value = dec(nus + (nns > 0 and 1 or 0))
+    end
+    upd = { value, nus + (nns > 0 and 1 or 0) }
+  end
+  return cell_decision(lim, cost, false, lus, lns, nil), upd
+end
+
+-- Seconds as redis-cell replies them: whole seconds, plus one for a
+-- non-zero millisecond part.
+local function reply_secs(us)
+  local r = fmod(us, 1000000)
+  local secs = (us - r) / 1000000
+  local ms = r / 1000
+  if ms < 0 then ms = -floor(-ms) else ms = floor(ms) end
+  if ms > 0 then secs = secs + 1 end
+  return secs
+end
+
+---------------------------------------------------------------------------
 -- Storage of string states (src/command/decide/storage.rs) with their block
 -- (core/src/algorithm/block.rs: `B<blocked_until_us>;` + the state).
 
@@ -802,6 +1114,239 @@ local function apply_string(key, write)
 end
 
 ---------------------------------------------------------------------------
+-- Sliding log (core/src/algorithm/sliding_log.rs, src/command/sliding_log.rs):
+-- a sorted set of accepted tokens scored by their µs timestamp, members
+-- small integers below max(2 × limit, 128); a block is the member "B"
+-- scored by its end.
+
+local SLIDINGLOG = { command = 'RL.SLIDINGLOG' }
+
+local function e_over_budget(entries)
+  fail('ERR this call may touch ' .. dec(entries) .. ' sliding-log entries (limit + TOKENS of each SLIDINGLOG), more than the module\'s sliding-log-call-budget of ' .. dec(SLIDING_LOG_CALL_BUDGET) .. '; use fewer or smaller SLIDINGLOG limits, or RL.SLIDINGWINDOW')
+end
+
+-- The entries a call of `tokens` may touch: limit + min(tokens, limit).
+local function log_entries(lim, tokens)
+  if tokens > lim.limit then return lim.limit + lim.limit end
+  if tokens < 0 then return lim.limit end
+  return lim.limit + tokens
+end
+
+function SLIDINGLOG.parse(a, at)
+  local limit = integer(a, at, 'limit')
+  local window_us = seconds_as_us(a, at + 1, 'window')
+  if limit < 1 or limit > SLIDING_LOG_HARD_MAX then e_range('limit', '>= 1 and <= 100000') end
+  if window_us < 1 or window_us > MAX_PERIOD_US then e_period('window') end
+  if limit > SLIDING_LOG_MAX_LIMIT then
+    fail('ERR limit must be <= ' .. dec(SLIDING_LOG_MAX_LIMIT) .. ' (the module\'s sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW')
+  end
+  local lim = { limit = limit, w = window_us }
+  local entries = log_entries(lim, 1)
+  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+  return lim
+end
+
+-- A score as the module reads it (`as i64`: toward zero).
+local function score_us(score)
+  if score < 0 then return -floor(-score) end
+  return floor(score)
+end
+
+-- The log of `key`: nil for no key, else {newest, newest_member,
+-- blocked_until, key}; errors for another type or a foreign newest entry.
+local function log_open(key)
+  local top = rpcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  if top.err then fail(E_WRONGTYPE) end
+  if #top == 0 then return nil end
+  local z = { key = key }
+  local i = 1
+  if top[1] == 'B' then i = 3 end
+  local member = top[i]
+  if member ~= nil then
+    local score = tonumber(top[i + 1])
+    local id = to_int(member)
+    if not (score == score and score > -1 / 0 and score < 1 / 0 and score == floor(score) and score >= 1e14
+        and id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX) then
+      e_invalid('RL.SLIDINGLOG')
+    end
+    z.newest, z.member = score_us(score), id
+  end
+  if i == 3 then
+    z.blocked = score_us(tonumber(top[2]))
+  else
+    local b = rcall('ZSCORE', key, 'B')
+    if b then z.blocked = score_us(tonumber(b)) end
+  end
+  return z
+end
+
+-- Entries (not the block) scored after `after`, at most `at_most`.
+local function log_count_after(z, after, at_most)
+  if z == nil then return 0 end
+  local n = rcall('ZCOUNT', z.key, '(' .. dec(after), '+inf')
+  if z.blocked and z.blocked > after then n = n - 1 end
+  if n < 0 then n = 0 end
+  if n > at_most then n = at_most end
+  return n
+end
+
+-- The score of the k-th (0-based) newest entry, not the block.
+local function log_nth_newest(z, k)
+  if z == nil then return nil end
+  local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, k + 2)
+  local seen = 0
+  for i = 1, #got, 2 do
+    if got[i] ~= 'B' then
+      if seen == k then return score_us(tonumber(got[i + 1])) end
+      seen = seen + 1
+    end
+  end
+  return nil
+end
+
+function SLIDINGLOG.take(lim, z, now, cost)
+  local newest = z and z.newest
+  local t = now
+  if newest and newest > now then t = newest end
+  local cutoff = t - lim.w
+  local live = log_count_after(z, cutoff, lim.limit + 1)
+  local reset = 0
+  if newest and live > 0 then reset = newest + lim.w - now end
+  local remaining = lim.limit - live
+  if remaining < 0 then remaining = 0 end
+  if cost > lim.limit then return decision(true, lim.limit, remaining, false, reset) end
+  if live + cost > lim.limit then
+    local retry = reset
+    local ts = log_nth_newest(z, lim.limit - cost)
+    if ts then retry = ts + lim.w - now end
+    if retry < 1 then retry = 1 end
+    return decision(true, lim.limit, remaining, retry, reset)
+  end
+  local expire = t + lim.w
+  local upd
+  if cost > 0 then
+    reset = expire - now
+    upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
+  end
+  return decision(false, lim.limit, lim.limit - live - cost, false, reset), upd
+end
+
+-- A refund: the decision, and (remove_newest, delete, expire_us).
+function SLIDINGLOG.refund(lim, z, now, tokens)
+  local newest = z and z.newest
+  local t = now
+  if newest and newest > now then t = newest end
+  local cutoff = t - lim.w
+  local live = log_count_after(z, cutoff, lim.limit + 1)
+  local remove = tokens
+  if remove > live then remove = live end
+  if remove < 0 then remove = 0 end
+  local left = live - remove
+  local newest_left
+  if left > 0 then newest_left = log_nth_newest(z, remove) end
+  local expire = now
+  if newest_left then expire = newest_left + lim.w end
+  local remaining = lim.limit - left
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if newest_left then
+    reset = expire - now
+    if reset < 0 then reset = 0 end
+  end
+  return decision(false, lim.limit, remaining, false, reset), remove, left == 0 and remove > 0, expire
+end
+
+function SLIDINGLOG.plan(key, lim, at)
+  local now = at.now
+  local z = log_open(key)
+  local block_end = z and z.blocked
+  local in_force = block_end and block_end > now and block_end or nil
+  local d, write, blocked = nil, nil, false
+  if not at.refund then
+    local upd
+    d, upd = SLIDINGLOG.take(lim, z, now, at.n)
+    if in_force then d = blocked_decision(d, in_force, now) end
+    blocked = in_force ~= nil
+    if not d[1] then
+      if upd then
+        upd.log = 'take'
+        upd.next = z and z.member and z.member + 1 or 0
+        upd.limit = lim.limit
+        write = upd
+      end
+    elseif at.block_us and z and d[4] then
+      local new_until = now + at.block_us
+      if in_force and in_force > new_until then new_until = in_force end
+      d = blocked_decision(d, new_until, now)
+      write = { log = 'block', block_end = new_until, now_ms = at.now_ms }
+    end
+  else
+    local remove, delete, expire
+    d, remove, delete, expire = SLIDINGLOG.refund(lim, z, now, at.n)
+    if remove > 0 then
+      if in_force and in_force > expire then expire = in_force end
+      write = { log = 'refund', remove = remove, delete = delete and not in_force, expire = expire }
+    end
+  end
+  return { d, blocked and d[1], write }
+end
+
+-- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the clock (ms; -1
+-- for none).
+local function expire_time_ms(key, now_ms)
+  local ms = rpcall('PEXPIRETIME', key)
+  if type(ms) ~= 'number' then
+    local ttl = rcall('PTTL', key)
+    ms = ttl >= 0 and (now_ms + ttl) or -1
+  end
+  return ms
+end
+
+function SLIDINGLOG.apply(key, w)
+  if w.log == 'take' then
+    local cutoff = dec(w.cutoff)
+    local removed = rcall('ZRANGEBYSCORE', key, '-inf', cutoff, 'LIMIT', 0, w.remove_at_most)
+    if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
+    local modulus = 2 * w.limit
+    if modulus < 128 then modulus = 128 end
+    local at = dec(w.at)
+    local args = {}
+    local added, tries, next_member = 0, 0, w.next
+    while added < w.count do
+      if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
+      tries = tries + 1
+      local member = dec(fmod(next_member, modulus))
+      next_member = next_member + 1
+      local score = rcall('ZSCORE', key, member)
+      if not score or tonumber(score) <= w.cutoff then
+        args[#args + 1] = at
+        args[#args + 1] = member
+        added = added + 1
+      end
+    end
+    rcall('ZADD', key, unpack(args))
+    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+  elseif w.log == 'block' then
+    rcall('ZADD', key, dec(w.block_end), 'B')
+    local current = expire_time_ms(key, w.now_ms)
+    if current < 0 then current = 0 end
+    local ms = ceil_ms(w.block_end)
+    if current > ms then ms = current end
+    rcall('PEXPIREAT', key, ms)
+  elseif w.delete then
+    rcall('DEL', key)
+  else
+    local got = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'LIMIT', 0, w.remove + 1)
+    local removed = {}
+    for i = 1, #got do
+      if got[i] ~= 'B' and #removed < w.remove then removed[#removed + 1] = got[i] end
+    end
+    if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
+    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+  end
+end
+
+---------------------------------------------------------------------------
 -- Commands
 
 -- The five integers of a reply in ms (src/command/mod.rs reply_fields).
@@ -825,12 +1370,49 @@ local function at_of(o, ro)
   return { refund = o.refund, n = o.n, block_us = o.block_us, peek = o.peek or ro }
 end
 
--- One string-state limiter: plan, write unless PEEK, reply.
-local function run_one(key, alg, lim, o, ro)
+local function plan_key(key, lim, at)
+  local alg = lim.alg
+  if alg.plan then return alg.plan(key, lim, at) end
+  return plan_string(key, alg, lim, at)
+end
+
+local function apply(key, lim, write)
+  if write == nil then return end
+  if lim.alg.apply then
+    lim.alg.apply(key, write)
+  else
+    apply_string(key, write)
+  end
+end
+
+-- The sliding-log entries a call may touch, against the module's
+-- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
+local function check_budget(lims, n)
+  local entries = 0
+  for i = 1, #lims do
+    if lims[i].alg == SLIDINGLOG then entries = entries + log_entries(lims[i], n) end
+  end
+  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+end
+
+-- The five integers in seconds (CL.THROTTLE).
+local function reply_secs5(d)
+  local retry = -1
+  if d[4] then
+    retry = reply_secs(d[4])
+    if d[1] and retry < 1 then retry = 1 end
+  end
+  return { d[1] and 1 or 0, d[2], d[3], retry, reply_secs(d[5]) }
+end
+
+-- One limiter: plan, write unless PEEK, reply.
+local function run_one(key, lim, o, ro, secs)
+  check_budget({ lim }, o.n)
   local at = at_of(o, ro)
   clock(at, o)
-  local p = plan_string(key, alg, lim, at)
-  if not at.peek then apply_string(key, p[3]) end
+  local p = plan_key(key, lim, at)
+  if not at.peek then apply(key, lim, p[3]) end
+  if secs then return reply_secs5(p[1]) end
   return reply_ms(p[1])
 end
 
@@ -839,25 +1421,38 @@ local function wrong_arity(command)
   fail('ERR wrong number of arguments for \'' .. command .. '\' command')
 end
 
--- argv as the module sees it from argv[1]: the key, then the arguments.
+-- The caller's clock given last, `… NOW unix_µs`: taken off the arguments
+-- first, so that the rest reads exactly as the module reads its command.
+-- Returns the number of arguments left and the clock (nil: none).
+local function trailing_now(args)
+  local count = #args
+  if count >= 2 and is_kw(args[count - 1], 'NOW') then
+    return count - 2, now_option(args, count)
+  end
+  return count, nil
+end
+
+-- argv as the module sees it from argv[1]: the key, then the arguments
+-- (without a trailing NOW); and the clock.
 local function argv_of(fname, keys, args)
   if #keys ~= 1 then
     fail('ERR ' .. fname .. ' takes exactly one key: FCALL ' .. fname .. ' 1 key …')
   end
+  local count, now = trailing_now(args)
   local a = { keys[1] }
-  for i = 1, #args do a[i + 1] = args[i] end
-  return a
+  for i = 1, count do a[i + 1] = args[i] end
+  return a, now
 end
 
 -- RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET (src/command/mod.rs run_kind).
 local function kind_command(fname, command, alg, params)
   return function(keys, args, ro)
-    local a = argv_of(fname, keys, args)
+    local a, now = argv_of(fname, keys, args)
     if #a + 1 < 2 + params then wrong_arity(command) end
     local lim = alg.parse(a, 2)
     lim.alg = alg
-    local o = options(a, 2 + params)
-    return run_one(a[1], alg, lim, o, ro)
+    local o = options(a, 2 + params, nil, nil, now)
+    return run_one(a[1], lim, o, ro)
   end
 end
 
@@ -866,11 +1461,12 @@ local COMMANDS = {}
 COMMANDS.rl_gcra = kind_command('rl_gcra', 'rl.gcra', GCRA, 3)
 COMMANDS.rl_tokenbucket = kind_command('rl_tokenbucket', 'rl.tokenbucket', TOKENBUCKET, 3)
 COMMANDS.rl_leakybucket = kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
+COMMANDS.rl_slidinglog = kind_command('rl_slidinglog', 'rl.slidinglog', SLIDINGLOG, 2)
 
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
 
 COMMANDS.rl_fixedwindow = function(keys, args, ro)
-  local a = argv_of('rl_fixedwindow', keys, args)
+  local a, now = argv_of('rl_fixedwindow', keys, args)
   if #a + 1 < 4 then wrong_arity('rl.fixedwindow') end
   local lim = FIXEDWINDOW.parse(a, 2)
   lim.alg = FIXEDWINDOW
@@ -887,15 +1483,15 @@ COMMANDS.rl_fixedwindow = function(keys, args, ro)
       fail(FIXED_SYNTAX)
     end
     return 2
-  end, FIXED_SYNTAX)
+  end, FIXED_SYNTAX, now)
   lim.first = align == 'FIRST'
-  return run_one(a[1], FIXEDWINDOW, lim, o, ro)
+  return run_one(a[1], lim, o, ro)
 end
 
 local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
 
 COMMANDS.rl_slidingwindow = function(keys, args, ro)
-  local a = argv_of('rl_slidingwindow', keys, args)
+  local a, now = argv_of('rl_slidingwindow', keys, args)
   if #a + 1 < 4 then wrong_arity('rl.slidingwindow') end
   local lim = SLIDINGWINDOW.parse(a, 2)
   local buckets
@@ -903,13 +1499,140 @@ COMMANDS.rl_slidingwindow = function(keys, args, ro)
     if W ~= 'BUCKETS' or buckets ~= nil or a[i + 1] == nil then return nil end
     buckets = integer(a, i + 1, 'BUCKETS')
     return 2
-  end, SLIDING_SYNTAX)
+  end, SLIDING_SYNTAX, now)
   if buckets ~= nil then
-    fail('ERR BUCKETS is not available in the Functions library yet')
+    lim = bucket_window_new(integer(a, 2, 'limit'), seconds_as_us(a, 3, 'window'), buckets)
+    return run_one(a[1], lim, o, ro)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
   lim.alg = SLIDINGWINDOW
-  return run_one(a[1], SLIDINGWINDOW, lim, o, ro)
+  return run_one(a[1], lim, o, ro)
+end
+
+-- CL.THROTTLE key max_burst count_per_period period [quantity], then the
+-- library's NOW unix_µs last (src/command/throttle.rs).
+COMMANDS.cl_throttle = function(keys, args, ro)
+  local a, now = argv_of('cl_throttle', keys, args)
+  local o = { refund = false, n = 1, peek = false, now = now }
+  local count = #a
+  if count + 1 < 5 or count + 1 > 6 then wrong_arity('cl.throttle') end
+  local max_burst = integer(a, 2, 'max_burst')
+  local cpp = integer(a, 3, 'count_per_period')
+  local period = integer_at_least(a, 4, 'period', 1, '>= 1 and <= 31622400 (366 days)')
+  if count == 5 then o.n = integer_at_least(a, 5, 'quantity', 0, '>= 0') end
+  local lim = cell_new(max_burst, cpp, period, a[2])
+  return run_one(a[1], lim, o, ro, true)
+end
+
+-- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
+-- [WITHLIMITS] (src/command/all.rs, src/command/decide/mod.rs all); FCALL's
+-- numkeys and keys stand for the command's.
+local KINDS = {
+  GCRA = { GCRA, 3 },
+  TOKENBUCKET = { TOKENBUCKET, 3 },
+  LEAKYBUCKET = { LEAKYBUCKET, 3 },
+  FIXEDWINDOW = { FIXEDWINDOW, 2 },
+  SLIDINGWINDOW = { SLIDINGWINDOW, 2 },
+  SLIDINGLOG = { SLIDINGLOG, 2 },
+}
+local OPTION_WORDS = { TOKENS = true, REFUND = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
+
+-- The binding limit (core/src/algorithm/all.rs): when limited, the refusing
+-- limit with the longest retry (none counts as longest); when allowed, the
+-- fewest remaining; the first on ties.
+local function binding(ds)
+  local best, b = 1, ds[1]
+  for i = 2, #ds do
+    local d = ds[i]
+    local better
+    if d[1] ~= b[1] then
+      better = d[1]
+    elseif d[1] then
+      if not d[4] then
+        better = b[4] ~= false
+      else
+        better = b[4] ~= false and d[4] > b[4]
+      end
+    else
+      better = d[3] < b[3]
+    end
+    if better then best, b = i, d end
+  end
+  return best, b
+end
+
+COMMANDS.rl_all = function(keys, args, ro)
+  local n = #keys
+  local nargs, now = trailing_now(args)
+  local a = { dec(n) }
+  for i = 1, n do a[i + 1] = keys[i] end
+  for i = 1, nargs do a[n + 1 + i] = args[i] end
+  local count = #a
+  if count + 1 < 4 then wrong_arity('rl.all') end
+  if n < 1 or n > 64 then e_range('numkeys', '>= 1 and <= 64') end
+  local seen = {}
+  for i = 1, n do
+    if seen[keys[i]] then fail(E_DUPLICATE) end
+    seen[keys[i]] = true
+  end
+  local lims = {}
+  local at = 2 + n
+  for i = 1, n do
+    if at > count then fail(E_LIMITCOUNT) end
+    local W = upper(a[at])
+    local kind = KINDS[W]
+    if kind then
+      if kind[1] == LEAKYBUCKET then fail(E_LEAKY_IN_ALL) end
+      local lim = kind[1].parse(a, at + 1)
+      lim.alg = kind[1]
+      if (lim.limit or 0) > MAX_EXACT then e_inexact('limit') end
+      lims[i] = lim
+      at = at + 1 + kind[2]
+    elseif W == 'POLICY' then
+      if a[at + 1] == nil then fail(E_LIMITCOUNT) end
+      fail(E_POLICY)
+    elseif OPTION_WORDS[W] then
+      fail(E_LIMITCOUNT)
+    else
+      fail(E_UNKNOWN)
+    end
+  end
+  if at <= count then
+    local W = upper(a[at])
+    if KINDS[W] or W == 'POLICY' then fail(E_LIMITCOUNT) end
+  end
+  local with_limits = false
+  local o = options(a, at, function(W)
+    if W == 'WITHLIMITS' and not with_limits then
+      with_limits = true
+      return 1
+    end
+    return nil
+  end, nil, now)
+  check_budget(lims, o.n)
+  local at_now = at_of(o, ro)
+  clock(at_now, o)
+  local plans, ds = {}, {}
+  for i = 1, n do
+    plans[i] = plan_key(keys[i], lims[i], at_now)
+    ds[i] = plans[i][1]
+  end
+  local position, d = binding(ds)
+  if not at_now.peek then
+    local allowed = not d[1]
+    for i = 1, n do
+      if allowed or ds[i][1] then apply(keys[i], lims[i], plans[i][3]) end
+    end
+  end
+  local reply = reply_ms(d)
+  reply[6] = position
+  if with_limits then
+    for i = 1, n do
+      local r = reply_ms(ds[i])
+      for j = 1, 5 do reply[6 + 5 * (i - 1) + j] = r[j] end
+    end
+  end
+  return reply
 end
 
 COMMANDS.rl_version = function()
@@ -956,6 +1679,9 @@ if redis.register_function then
   register('rl_leakybucket')
   register('rl_fixedwindow')
   register('rl_slidingwindow')
+  register('rl_slidinglog')
+  register('cl_throttle')
+  register('rl_all')
   redis.register_function { function_name = 'rl_version', flags = { 'no-writes' }, callback = function()
     return VERSION
   end }
