@@ -107,7 +107,7 @@ fn no_call_takes_more_than_5_ms_whatever_the_state_and_arguments() {
         );
     }
     // The largest accepted cost on a fresh key, then limited calls over it.
-    let max = info_field(&mut con, "ratelimit", "ratelimit_sliding_log_max_limit");
+    let max = common::sliding_log_max_limit(&mut con);
     let reply = call(
         &mut con,
         &["RL.SLIDINGLOG", "big", &max, "1000", "TOKENS", &max],

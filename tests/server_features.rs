@@ -422,17 +422,9 @@ fn resizing_a_state_keeps_the_keys_lfu_counter() {
     // `<us>:<remainder>`, so the string is re-created on most calls.
     let mut pipe = redis::pipe();
     for _ in 0..2000 {
-        pipe.cmd("RL.TOKENBUCKET")
-            .arg("tb")
-            .arg(1_000_000)
-            .arg(3)
-            .arg(1)
+        pipe.add_command(common::cmd(&["RL.TOKENBUCKET", "tb", "1000000", "3", "1"]))
             .ignore();
-        pipe.cmd("RL.GCRA")
-            .arg("gcra")
-            .arg(1_000_000)
-            .arg(3)
-            .arg(1)
+        pipe.add_command(common::cmd(&["RL.GCRA", "gcra", "1000000", "3", "1"]))
             .ignore();
     }
     let _: () = pipe.query(&mut con).unwrap();

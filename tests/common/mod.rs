@@ -486,6 +486,36 @@ pub fn wait_for_sync(replica: &mut redis::Connection) {
     }
 }
 
+/// How many writes the limiters made: the module's own counters
+/// (`INFO ratelimit`), or, for the library, the server's changes since the
+/// last save (each effect of a function counts).
+pub fn writes_counter(con: &mut redis::Connection) -> i64 {
+    match engine() {
+        Engine::Module => {
+            info_int(con, "ratelimit", "ratelimit_writes_propagated")
+                + info_int(con, "ratelimit", "ratelimit_writes_unpropagated")
+        }
+        Engine::Functions => info_int(con, "persistence", "rdb_changes_since_last_save"),
+    }
+}
+
+/// The sliding log's largest limit: the module's setting (`INFO
+/// ratelimit`), or the library's fixed default.
+pub fn sliding_log_max_limit(con: &mut redis::Connection) -> String {
+    match engine() {
+        Engine::Module => info_field(con, "ratelimit", "ratelimit_sliding_log_max_limit"),
+        Engine::Functions => "1000".to_string(),
+    }
+}
+
+/// The AOF's text, upper case, without the Functions library's source (a
+/// `FUNCTION LOAD` carries it, and it names the commands): what is left are
+/// the effects and any command that was logged.
+pub fn aof_text(dir: &std::path::Path) -> String {
+    let text = String::from_utf8_lossy(&aof_contents(dir)).to_uppercase();
+    text.replace(&library_source().to_uppercase(), "")
+}
+
 /// Every AOF file of a server directory, concatenated.
 pub fn aof_contents(dir: &std::path::Path) -> Vec<u8> {
     let mut all = Vec::new();
