@@ -278,10 +278,25 @@ impl Server {
         Server::launch(dir, &load, extra)
     }
 
+    /// A server of another binary (`EVAL_SERVER`, say), without the module.
+    pub fn start_binary(binary: &str, extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Server::launch_binary(binary, dir, &[], extra)
+    }
+
     fn launch(dir: tempfile::TempDir, load: &[&std::ffi::OsStr], extra: &[&str]) -> Server {
+        Server::launch_binary(&server_binary(), dir, load, extra)
+    }
+
+    fn launch_binary(
+        binary: &str,
+        dir: tempfile::TempDir,
+        load: &[&std::ffi::OsStr],
+        extra: &[&str],
+    ) -> Server {
         for _attempt in 0..5 {
             let port = free_port();
-            let mut child = Command::new(server_binary())
+            let mut child = Command::new(binary)
                 .arg("--port")
                 .arg(port.to_string())
                 .args([
