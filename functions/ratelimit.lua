@@ -56,6 +56,19 @@ local E_POLICY = 'ERR policies are module data: POLICY is not available in the F
 -- The library's own: a value the module accepts that Lua cannot compute
 -- exactly.
 local E_INEXACT_STATE = 'ERR the value at this key holds a number above 9007199254740991 (2^53 - 1), which the Functions library cannot compute exactly'
+local INF = 1 / 0
+
+-- A value the module did not write, named with its key (core/src/error.rs
+-- ForeignState: the key's first 64 bytes, anything but printable ASCII as
+-- '?', '...' when cut).
+local NOT_OURS_AHEAD = 'a time more than 366 days after the server clock'
+local NOT_OURS_TOO_LONG = 'more than 200001 entries'
+local NOT_OURS_MEMBER = 'a member the module did not write'
+local function e_foreign(key, command, why)
+  local shown = string.gsub(string.sub(key, 1, 64), '[^\33-\126]', '?')
+  if #key > 64 then shown = shown .. '...' end
+  fail('ERR the value at key \'' .. shown .. '\' is not ' .. command .. ' state (' .. why .. ')')
+end
 
 local function e_not_integer(name) fail('ERR ' .. name .. ' is not an integer or out of range') end
 local function e_not_float(name) fail('ERR ' .. name .. ' is not a valid float') end
@@ -108,7 +121,9 @@ end
 local function parse_decimal(s)
   local n = #s
   if n == 0 or n > 19 or find(s, '%D') then return nil end
-  if n >= 16 then
+  if n == 16 then
+    if s > '9007199254740991' then return false end
+  elseif n > 16 then
     local t = s
     local z = find(t, '[^0]')
     t = z and sub(t, z) or '0'
@@ -267,7 +282,7 @@ end
 -- words a command's own option takes (nil: a syntax error).
 -- Returns {refund, n, peek, block_us, now}.
 local function options(a, from, own, syntax, now)
-  local o = { refund = false, n = 1, peek = false, block_us = nil, now = now }
+  local o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
   local op_seen, block_seen, now_seen = false, false, now ~= nil
   local i = from
   local count = #a
@@ -345,8 +360,15 @@ function GCRA.parse(a, at)
   return gcra_new(max_burst, tpp, period_us, a[at], { 'max_burst', 'tokens_per_period' })
 end
 
+-- A time above 2^53 µs lies far beyond the horizon: INF.
 function GCRA.decode(lim, inner)
-  return parse_decimal(inner)
+  local tat = parse_decimal(inner)
+  if tat == false then return INF end
+  return tat
+end
+
+function GCRA.latest(tat)
+  return tat
 end
 
 local function gcra_remaining(lim, ttl)
@@ -367,9 +389,9 @@ function GCRA.take(lim, tat, now, cost)
   if new_ttl > lim.tau then
     return decision(true, lim.limit, gcra_remaining(lim, ttl), new_ttl - lim.tau, ttl)
   end
-  local upd
-  if inc > 0 then upd = { dec(new_tat), new_tat } end
-  return decision(false, lim.limit, gcra_remaining(lim, new_ttl), false, new_ttl), upd
+  local value
+  if inc > 0 then value = dec(new_tat) end
+  return decision(false, lim.limit, gcra_remaining(lim, new_ttl), false, new_ttl), value, new_tat
 end
 
 function GCRA.refund(lim, tat, now, tokens)
@@ -377,7 +399,7 @@ function GCRA.refund(lim, tat, now, tokens)
   local new_tat = tat - lim.t * tokens
   if new_tat < now then new_tat = now end
   if new_tat <= now then return refunded(GCRA, lim, nil, now), DELETE end
-  return refunded(GCRA, lim, new_tat, now), { dec(new_tat), new_tat }
+  return refunded(GCRA, lim, new_tat, now), dec(new_tat), new_tat
 end
 
 ---------------------------------------------------------------------------
@@ -410,13 +432,17 @@ function TOKENBUCKET.decode(lim, inner)
   local colon = find(inner, ':', 1, true)
   if colon == nil then
     local us = parse_decimal(inner)
-    if not us then return us end
-    return { us, 0 }
+    if us == nil then return nil end
+    return { us or INF, 0 }
   end
   local us, rem = parse_decimal(sub(inner, 1, colon - 1)), parse_decimal(sub(inner, colon + 1))
   if us == nil or rem == nil then return nil end
-  if us == false or rem == false then return false end
-  return { us, rem }
+  -- A remainder is clamped below refill_tokens: a huge one reads as INF.
+  return { us or INF, rem or INF }
+end
+
+function TOKENBUCKET.latest(f)
+  return f[1]
 end
 
 -- The deficit at `now` (units), as (µs, remainder).
@@ -449,7 +475,7 @@ end
 local function bucket_state(lim, now, dq, dr)
   local full_at = now + dq
   local value = dr == 0 and dec(full_at) or (dec(full_at) .. ':' .. dec(dr))
-  return { value, full_at + (dr > 0 and 1 or 0) }
+  return value, full_at + (dr > 0 and 1 or 0)
 end
 
 function TOKENBUCKET.take(lim, f, now, cost)
@@ -466,9 +492,9 @@ function TOKENBUCKET.take(lim, f, now, cost)
   if eq >= 0 and (eq > 0 or er > 0) then
     return bucket_decision(lim, true, dq, dr, eq + (er > 0 and 1 or 0))
   end
-  local upd
-  if cost > 0 then upd = bucket_state(lim, now, nq, nr) end
-  return bucket_decision(lim, false, nq, nr, false), upd
+  local value, expire
+  if cost > 0 then value, expire = bucket_state(lim, now, nq, nr) end
+  return bucket_decision(lim, false, nq, nr, false), value, expire
 end
 
 function TOKENBUCKET.refund(lim, f, now, tokens)
@@ -485,15 +511,15 @@ function TOKENBUCKET.refund(lim, f, now, tokens)
     if nq < 0 then nq, nr = 0, 0 end
   end
   if nq == 0 and nr == 0 then return refunded(alg, lim, nil, now), DELETE end
-  local w = bucket_state(lim, now, nq, nr)
-  return refunded(alg, lim, { now + nq, nr }, now), w
+  local value, expire = bucket_state(lim, now, nq, nr)
+  return refunded(alg, lim, { now + nq, nr }, now), value, expire
 end
 
 ---------------------------------------------------------------------------
 -- Leaky bucket (core/src/algorithm/leaky_bucket.rs): the token bucket's
 -- arithmetic and state; an accepted request's retry_after is its wait.
 
-local LEAKYBUCKET = { command = 'RL.LEAKYBUCKET', decode = TOKENBUCKET.decode }
+local LEAKYBUCKET = { command = 'RL.LEAKYBUCKET', decode = TOKENBUCKET.decode, latest = TOKENBUCKET.latest }
 
 function LEAKYBUCKET.parse(a, at)
   local capacity = integer(a, at, 'capacity')
@@ -503,12 +529,12 @@ function LEAKYBUCKET.parse(a, at)
 end
 
 function LEAKYBUCKET.take(lim, f, now, cost)
-  local d, upd = TOKENBUCKET.take(lim, f, now, cost)
+  local d, value, expire = TOKENBUCKET.take(lim, f, now, cost)
   if not d[1] then
     local dq, dr = bucket_debt(lim, f, now)
     d[4] = dq + (dr > 0 and 1 or 0)
   end
-  return d, upd
+  return d, value, expire
 end
 
 LEAKYBUCKET.refund = TOKENBUCKET.refund
@@ -539,16 +565,20 @@ function FIXEDWINDOW.decode(lim, inner)
   if colon == nil then return nil end
   local start, count = parse_decimal(sub(inner, 1, colon - 1)), parse_decimal(sub(inner, colon + 1))
   if start == nil or count == nil then return nil end
-  if start == false or count == false then return false end
-  if first ~= lim.first then
-    fail('ERR this key\'s window was started with ALIGN ' .. (first and 'FIRST' or 'EPOCH') ..
-      ': call it with ALIGN ' .. (first and 'FIRST' or 'EPOCH') .. ', or DEL the key first')
-  end
-  return { start, count }
+  -- A huge count refuses every take (INF); a refund of it is refused.
+  return { start or INF, count or INF, first }
+end
+
+function FIXEDWINDOW.latest(s)
+  return s[1]
 end
 
 -- The window counted at now: its start and count.
 local function fixed_counted(lim, s, now)
+  if s and s[3] ~= lim.first then
+    local stored = s[3] and 'FIRST' or 'EPOCH'
+    fail('ERR this key\'s window was started with ALIGN ' .. stored .. ': call it with ALIGN ' .. stored .. ', or DEL the key first')
+  end
   if s and s[1] > now then return s[1], s[2] end
   if not lim.first then
     local start = now - fmod(now, lim.w)
@@ -575,9 +605,9 @@ function FIXEDWINDOW.take(lim, s, now, cost)
   if cost > lim.limit then return d(true, count, false) end
   local new_count = count + cost
   if new_count > lim.limit then return d(true, count, to_end) end
-  local upd
-  if cost > 0 then upd = { fixed_value(lim, start, new_count), finish } end
-  return d(false, new_count, false), upd
+  local value
+  if cost > 0 then value = fixed_value(lim, start, new_count) end
+  return d(false, new_count, false), value, finish
 end
 
 function FIXEDWINDOW.refund(lim, s, now, tokens)
@@ -586,15 +616,17 @@ function FIXEDWINDOW.refund(lim, s, now, tokens)
   if start ~= s[1] then count = 0 end
   local new_count = count - tokens
   if new_count <= 0 then return refunded(FIXEDWINDOW, lim, nil, now), DELETE end
-  local ns = { s[1], new_count }
-  return refunded(FIXEDWINDOW, lim, ns, now), { fixed_value(lim, s[1], new_count), s[1] + lim.w }
+  if new_count >= TWO53 then fail(E_INEXACT_STATE) end
+  local ns = { s[1], new_count, s[3] }
+  return refunded(FIXEDWINDOW, lim, ns, now), fixed_value(lim, s[1], new_count), s[1] + lim.w
 end
 
 ---------------------------------------------------------------------------
 -- Sliding window counter (core/src/algorithm/sliding_window.rs). State:
 -- `<window_start_us>:<previous>:<current>`.
 
-local SLIDINGWINDOW = { command = 'RL.SLIDINGWINDOW' }
+-- Its keys expire within two windows: 732 days at most.
+local SLIDINGWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
 
 function SLIDINGWINDOW.parse(a, at)
   local limit = integer(a, at, 'limit')
@@ -615,8 +647,13 @@ local function sliding_decode(inner)
   local a, b, c = parse_decimal(sub(inner, 1, c1 - 1)), parse_decimal(sub(inner, c1 + 1, c2 - 1)),
     parse_decimal(sub(inner, c2 + 1))
   if a == nil or b == nil or c == nil then return nil end
-  if a == false or b == false or c == false then return false end
+  if a == false then return { INF, 0, 0 } end
+  if b == false or c == false then return false end
   return { a, b, c }
+end
+
+function SLIDINGWINDOW.latest(s)
+  return s[1]
 end
 
 function SLIDINGWINDOW.decode(lim, inner)
@@ -666,9 +703,9 @@ function SLIDINGWINDOW.take(lim, s, now, cost)
   local headroom = limit - current - cost
   if pc <= headroom then
     local new_current = current + cost
-    local upd
-    if cost > 0 then upd = { dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current), start + 2 * w } end
-    return decision(false, limit, remaining(new_current), false, reset_after(new_current)), upd
+    local value
+    if cost > 0 then value = dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current) end
+    return decision(false, limit, remaining(new_current), false, reset_after(new_current)), value, start + 2 * w
   end
   local retry
   if headroom >= 0 then
@@ -701,7 +738,7 @@ function SLIDINGWINDOW.refund(lim, s, now, tokens)
   if previous == 0 and new_current == 0 then return refunded(SLIDINGWINDOW, lim, nil, now), DELETE end
   local ns = { start, previous, new_current }
   return refunded(SLIDINGWINDOW, lim, ns, now),
-    { dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current), start + 2 * lim.w }
+    dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current), start + 2 * lim.w
 end
 
 ---------------------------------------------------------------------------
@@ -710,7 +747,7 @@ end
 -- newest sub-window's index (zig-zag) as LEB128 varints, then the counts as
 -- little-endian u32, newest first.
 
-local BUCKETWINDOW = { command = 'RL.SLIDINGWINDOW' }
+local BUCKETWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
 local char = string.char
 
 local function bucket_window_new(limit, window_us, k)
@@ -748,18 +785,27 @@ function BUCKETWINDOW.decode(lim, inner)
   if sub_us == nil then return nil end
   local zigzag, j = take_varint(inner, i)
   if zigzag == nil then return nil end
-  if sub_us == false or zigzag == false then return false end
-  if sub_us < 1 then return nil end
-  local newest = zigzag / 2
-  if zigzag % 2 == 1 then newest = -(zigzag + 1) / 2 end
+  if sub_us == 0 then return nil end
   local rest = #inner - j + 1
   if rest == 0 or rest % 4 ~= 0 or rest / 4 > 60 then return nil end
+  if sub_us == false or zigzag == false then
+    -- A newest index or length of 2^53 or more: far ahead when the index
+    -- is positive (zig-zag even: its first byte's low bit).
+    if byte(inner, i) % 2 == 0 and zigzag ~= 0 then return { sub = 1, newest = INF, counts = {} } end
+    return false
+  end
+  local newest = zigzag / 2
+  if zigzag % 2 == 1 then newest = -(zigzag + 1) / 2 end
   local counts = {}
   for c = 1, rest / 4 do
     local b0, b1, b2, b3 = byte(inner, j + 4 * c - 4, j + 4 * c - 1)
     counts[c] = b0 + 256 * (b1 + 256 * (b2 + 256 * b3))
   end
   return { sub = sub_us, newest = newest, counts = counts }
+end
+
+function BUCKETWINDOW.latest(s)
+  return s.newest * s.sub
 end
 
 local function put_varint(v)
@@ -850,14 +896,14 @@ function BUCKETWINDOW.take(lim, s, now, cost)
     return bucket_window_decision(lim, true, counted, false, bucket_empty_at(lim, current, view), now)
   end
   if counted + cost <= lim.limit then
-    local upd
+    local value, expire
     if cost > 0 then
       local c = view[1] + cost
       if c > 4294967295 then c = 4294967295 end
       view[1] = c
-      upd = { bucket_encode(lim, current, view), bucket_empty_at(lim, current, view) }
+      value, expire = bucket_encode(lim, current, view), bucket_empty_at(lim, current, view)
     end
-    return bucket_window_decision(lim, false, counted + cost, false, bucket_empty_at(lim, current, view), now), upd
+    return bucket_window_decision(lim, false, counted + cost, false, bucket_empty_at(lim, current, view), now), value, expire
   end
   local empty = bucket_empty_at(lim, current, view)
   local left, retry = counted, false
@@ -888,7 +934,7 @@ function BUCKETWINDOW.refund(lim, s, now, tokens)
   local new_state = value and BUCKETWINDOW.decode(lim, value)
   local d = BUCKETWINDOW.take(lim, new_state, now, 0)
   if value == nil then return d, DELETE end
-  return d, { value, bucket_empty_at(lim, current, view) }
+  return d, value, bucket_empty_at(lim, current, view)
 end
 
 ---------------------------------------------------------------------------
@@ -951,8 +997,12 @@ function CELL.decode(lim, inner)
     return { tonumber(sub(digits, 1, -4)), tonumber(sub(digits, -3)) }
   end
   local us = parse_decimal(digits)
-  if us == false then return false end
-  return { us, 0 }
+  return { us or INF, 0 }
+end
+
+-- The TAT in µs (rounded down).
+function CELL.latest(tat)
+  return tat[1]
 end
 
 local function cell_remaining(lim, ttl_us, ttl_ns)
@@ -992,17 +1042,15 @@ function CELL.take(lim, tat, now, cost)
     local rus = pair_sub(lus, lns, lim.tau_us, lim.tau_ns)
     return cell_decision(lim, cost, true, ttl_us, ttl_ns, rus)
   end
-  local upd
+  local value
   if ius > 0 or ins > 0 then
-    local value
     if nus >= 1e14 then
       value = dec(nus) .. format('%03d', nns)
     else
       value = dec(nus + (nns > 0 and 1 or 0))
     end
-    upd = { value, nus + (nns > 0 and 1 or 0) }
   end
-  return cell_decision(lim, cost, false, lus, lns, nil), upd
+  return cell_decision(lim, cost, false, lus, lns, nil), value, nus + (nns > 0 and 1 or 0)
 end
 
 -- Seconds as redis-cell replies them: whole seconds, plus one for a
@@ -1038,19 +1086,23 @@ local function ceil_ms(us)
 end
 
 -- Plans one string-state limiter: reads the key, decides at `at.now`.
--- Returns {decision, blocked, write} where write is nil (nothing), or
--- {value, expire_ms} (SET … PXAT), or DELETE.
+-- Returns the decision and the write: nothing (nil), DELETE, or the value
+-- and its expiry in ms (SET … PXAT).
+local MAX_STATE_BYTES = 281 -- recognize::MAX_STATE_BYTES: B<i64>; + a bucketed state
+
 local function plan_string(key, alg, lim, at)
   local now = at.now
   local stored = rpcall('GET', key)
   if type(stored) == 'table' then fail(E_WRONGTYPE) end
+  -- Longer than any state: not one (read no further).
+  if stored and #stored > MAX_STATE_BYTES then e_invalid(alg.command) end
   local block_end, inner = nil, stored
   if stored and byte(stored, 1) == 66 then -- B
     local semi = find(stored, ';', 2, true)
     if semi == nil then e_invalid(alg.command) end
     block_end = parse_decimal(sub(stored, 2, semi - 1))
     if block_end == nil then e_invalid(alg.command) end
-    if block_end == false then fail(E_INEXACT_STATE) end
+    if block_end == false then block_end = INF end
     inner = sub(stored, semi + 1)
   end
   local state
@@ -1059,16 +1111,24 @@ local function plan_string(key, alg, lim, at)
     if state == nil then e_invalid(alg.command) end
     if state == false then fail(E_INEXACT_STATE) end
   end
+  -- A state or block more than 366 days ahead is not one the module wrote.
+  local latest = state and alg.latest(state)
+  if block_end and (latest == nil or block_end > latest) then latest = block_end end
+  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, alg.command, NOT_OURS_AHEAD) end
+  -- Every expiry written is at most the horizon ahead.
+  local cap = now + (alg.horizon or MAX_PERIOD_US)
   local in_force = block_end and block_end > now and block_end or nil
-  local d, write, blocked = nil, nil, false
   if not at.refund then
-    local upd
-    d, upd = alg.take(lim, state, now, at.n)
+    local d, value, expire = alg.take(lim, state, now, at.n)
     if in_force then d = blocked_decision(d, in_force, now) end
-    blocked = in_force ~= nil
     if not d[1] then
-      if upd then write = { upd[1], ceil_ms(upd[2]) } end
-    elseif at.block_us and stored and d[4] then
+      if value then
+        if expire > cap then expire = cap end
+        return d, value, ceil_ms(expire)
+      end
+      return d
+    end
+    if at.block_us and stored and d[4] then
       local new_until = now + at.block_us
       if in_force and in_force > new_until then new_until = in_force end
       d = blocked_decision(d, new_until, now)
@@ -1079,37 +1139,33 @@ local function plan_string(key, alg, lim, at)
         ms = ttl >= 0 and (at.now_ms + ttl) or -1
       end
       local current_us = ms > 0 and ms * 1000 or 0
+      if current_us > cap then current_us = cap end
       if new_until > current_us then current_us = new_until end
-      write = { 'B' .. dec(new_until) .. ';' .. inner, ceil_ms(current_us) }
+      return d, 'B' .. dec(new_until) .. ';' .. inner, ceil_ms(current_us)
     end
-  else
-    local w
-    d, w = alg.refund(lim, state, now, at.n)
-    if w == DELETE then
-      if in_force then
-        write = { 'B' .. dec(in_force) .. ';', ceil_ms(in_force) }
-      else
-        write = DELETE
-      end
-    elseif w then
-      if in_force then
-        local exp = w[2]
-        if in_force > exp then exp = in_force end
-        write = { 'B' .. dec(in_force) .. ';' .. w[1], ceil_ms(exp) }
-      else
-        write = { w[1], ceil_ms(w[2]) }
-      end
-    end
+    return d
   end
-  return { d, blocked and d[1], write }
+  local d, value, expire = alg.refund(lim, state, now, at.n)
+  if value == DELETE then
+    if in_force then return d, 'B' .. dec(in_force) .. ';', ceil_ms(in_force) end
+    return d, DELETE
+  end
+  if value then
+    if expire > cap then expire = cap end
+    if in_force then
+      if in_force > expire then expire = in_force end
+      return d, 'B' .. dec(in_force) .. ';' .. value, ceil_ms(expire)
+    end
+    return d, value, ceil_ms(expire)
+  end
+  return d
 end
 
-local function apply_string(key, write)
-  if write == nil then return end
-  if write == DELETE then
+local function apply_string(key, value, expire_ms)
+  if value == DELETE then
     rcall('DEL', key)
   else
-    rcall('SET', key, write[1], 'PXAT', write[2])
+    rcall('SET', key, value, 'PXAT', dec(expire_ms))
   end
 end
 
@@ -1154,18 +1210,35 @@ end
 
 -- The log of `key`: nil for no key, else {newest, newest_member,
 -- blocked_until, key}; errors for another type or a foreign newest entry.
-local function log_open(key)
-  local top = rpcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
-  if top.err then fail(E_WRONGTYPE) end
-  if #top == 0 then return nil end
-  local z = { key = key }
+-- A member the module can have written: an integer below 200000 (in the
+-- server's canonical form) or the block's B.
+local function is_log_member(member)
+  if member == 'B' then return true end
+  local id = to_int(member)
+  return id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX
+end
+
+local function e_log_member(key)
+  e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_MEMBER)
+end
+
+-- The log of `key` at `now`: nil for no key, else {key, len, newest,
+-- member, blocked}; errors for another type, a set longer than any log, a
+-- foreign newest entry, a newest entry or block beyond the horizon.
+local function log_open(key, now)
+  local len = rpcall('ZCARD', key)
+  if type(len) ~= 'number' then fail(E_WRONGTYPE) end
+  if len == 0 then return nil end
+  if len > 2 * SLIDING_LOG_HARD_MAX + 1 then e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_TOO_LONG) end
+  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  local z = { key = key, len = len }
   local i = 1
   if top[1] == 'B' then i = 3 end
   local member = top[i]
   if member ~= nil then
     local score = tonumber(top[i + 1])
     local id = to_int(member)
-    if not (score == score and score > -1 / 0 and score < 1 / 0 and score == floor(score) and score >= 1e14
+    if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
         and id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX) then
       e_invalid('RL.SLIDINGLOG')
     end
@@ -1177,26 +1250,61 @@ local function log_open(key)
     local b = rcall('ZSCORE', key, 'B')
     if b then z.blocked = score_us(tonumber(b)) end
   end
+  local latest = z.newest
+  if z.blocked and (latest == nil or z.blocked > latest) then latest = z.blocked end
+  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_AHEAD) end
   return z
 end
 
--- Entries (not the block) scored after `after`, at most `at_most`.
-local function log_count_after(z, after, at_most)
+-- Entries (not the block) scored after `after`, at most `at_most`: the
+-- stale ones counted from the oldest (at most at_most + 1), else the live
+-- ones from the newest; every member walked checked.
+-- `want` (optional) fetches that many of the oldest stale entries at least,
+-- kept as z.stale for the removal an allowed call makes (checked there).
+local function log_count_after(z, after, at_most, want)
   if z == nil then return 0 end
-  local n = rcall('ZCOUNT', z.key, '(' .. dec(after), '+inf')
-  if z.blocked and z.blocked > after then n = n - 1 end
-  if n < 0 then n = 0 end
-  if n > at_most then n = at_most end
-  return n
+  if at_most < 0 then at_most = 0 end
+  local fetch = at_most + 1
+  if want and want > fetch then fetch = want end
+  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(after), 'LIMIT', 0, fetch)
+  z.stale = stale
+  local n = #stale
+  if n > at_most + 1 then n = at_most + 1 end
+  for i = 1, n do
+    if not is_log_member(stale[i]) then e_log_member(z.key) end
+  end
+  if n <= at_most then
+    local live = z.len - n
+    if z.blocked and z.blocked > after then live = live - 1 end
+    if live < 0 then live = 0 end
+    if live > at_most then live = at_most end
+    return live
+  end
+  local live = 0
+  if at_most > 0 then
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(after), 'LIMIT', 0, at_most + 1)
+    for i = 1, #got do
+      local m = got[i]
+      if m ~= 'B' then
+        if not is_log_member(m) then e_log_member(z.key) end
+        live = live + 1
+        if live >= at_most then break end
+      end
+    end
+  end
+  return live
 end
 
--- The score of the k-th (0-based) newest entry, not the block.
+-- The score of the k-th (0-based) newest entry, not the block; every
+-- member walked checked.
 local function log_nth_newest(z, k)
   if z == nil then return nil end
   local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, k + 2)
   local seen = 0
   for i = 1, #got, 2 do
-    if got[i] ~= 'B' then
+    local m = got[i]
+    if m ~= 'B' then
+      if not is_log_member(m) then e_log_member(z.key) end
       if seen == k then return score_us(tonumber(got[i + 1])) end
       seen = seen + 1
     end
@@ -1209,7 +1317,10 @@ function SLIDINGLOG.take(lim, z, now, cost)
   local t = now
   if newest and newest > now then t = newest end
   local cutoff = t - lim.w
-  local live = log_count_after(z, cutoff, lim.limit + 1)
+  -- An allowed call (cost <= limit) removes up to cost + 128 stale entries.
+  local removable = cost
+  if removable > lim.limit then removable = lim.limit end
+  local live = log_count_after(z, cutoff, lim.limit + 1, removable + STALE_REMOVED_PER_CALL)
   local reset = 0
   if newest and live > 0 then reset = newest + lim.w - now end
   local remaining = lim.limit - live
@@ -1258,37 +1369,54 @@ end
 
 function SLIDINGLOG.plan(key, lim, at)
   local now = at.now
-  local z = log_open(key)
+  local z = log_open(key, now)
+  -- Every expiry written is at most 366 days ahead.
+  local cap = now + MAX_PERIOD_US
   local block_end = z and z.blocked
   local in_force = block_end and block_end > now and block_end or nil
-  local d, write, blocked = nil, nil, false
+  local d, write = nil, nil
   if not at.refund then
     local upd
     d, upd = SLIDINGLOG.take(lim, z, now, at.n)
     if in_force then d = blocked_decision(d, in_force, now) end
-    blocked = in_force ~= nil
     if not d[1] then
       if upd then
         upd.log = 'take'
         upd.next = z and z.member and z.member + 1 or 0
         upd.limit = lim.limit
+        if upd.expire > cap then upd.expire = cap end
+        -- The stale entries it removes, read and checked now, before any
+        -- key of the call is written.
+        local stale = {}
+        if z and not at.peek then
+          local fetched = z.stale
+          local n = #fetched
+          if n > upd.remove_at_most then n = upd.remove_at_most end
+          for i = 1, n do
+            local m = fetched[i]
+            if not is_log_member(m) then e_log_member(key) end
+            stale[i] = m
+          end
+        end
+        upd.stale = stale
         write = upd
       end
     elseif at.block_us and z and d[4] then
       local new_until = now + at.block_us
       if in_force and in_force > new_until then new_until = in_force end
       d = blocked_decision(d, new_until, now)
-      write = { log = 'block', block_end = new_until, now_ms = at.now_ms }
+      write = { log = 'block', block_end = new_until, now_ms = at.now_ms, cap = cap }
     end
   else
     local remove, delete, expire
     d, remove, delete, expire = SLIDINGLOG.refund(lim, z, now, at.n)
     if remove > 0 then
       if in_force and in_force > expire then expire = in_force end
+      if expire > cap then expire = cap end
       write = { log = 'refund', remove = remove, delete = delete and not in_force, expire = expire }
     end
   end
-  return { d, blocked and d[1], write }
+  return d, write
 end
 
 -- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the clock (ms; -1
@@ -1304,37 +1432,41 @@ end
 
 function SLIDINGLOG.apply(key, w)
   if w.log == 'take' then
-    local cutoff = dec(w.cutoff)
-    local removed = rcall('ZRANGEBYSCORE', key, '-inf', cutoff, 'LIMIT', 0, w.remove_at_most)
+    local removed = w.stale
     if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
     local modulus = 2 * w.limit
     if modulus < 128 then modulus = 128 end
     local at = dec(w.at)
-    local args = {}
     local added, tries, next_member = 0, 0, w.next
     while added < w.count do
       if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
       tries = tries + 1
       local member = dec(fmod(next_member, modulus))
       next_member = next_member + 1
-      local score = rcall('ZSCORE', key, member)
-      if not score or tonumber(score) <= w.cutoff then
-        args[#args + 1] = at
-        args[#args + 1] = member
+      -- Usually free; one in use by an entry that left the window moves.
+      if rcall('ZADD', key, 'NX', at, member) == 1 then
         added = added + 1
+      else
+        local score = rcall('ZSCORE', key, member)
+        if tonumber(score) <= w.cutoff then
+          rcall('ZADD', key, at, member)
+          added = added + 1
+        end
       end
     end
-    rcall('ZADD', key, unpack(args))
     rcall('PEXPIREAT', key, ceil_ms(w.expire))
   elseif w.log == 'block' then
     rcall('ZADD', key, dec(w.block_end), 'B')
     local current = expire_time_ms(key, w.now_ms)
     if current < 0 then current = 0 end
+    local cap_ms = ceil_ms(w.cap)
+    if current > cap_ms then current = cap_ms end
     local ms = ceil_ms(w.block_end)
     if current > ms then ms = current end
     rcall('PEXPIREAT', key, ms)
   elseif w.delete then
-    rcall('DEL', key)
+    -- A log may be long: freed lazily, as the module does.
+    rcall('UNLINK', key)
   else
     local got = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'LIMIT', 0, w.remove + 1)
     local removed = {}
@@ -1349,39 +1481,40 @@ end
 ---------------------------------------------------------------------------
 -- Commands
 
--- The five integers of a reply in ms (src/command/mod.rs reply_fields).
+-- The five integers of a reply in ms (src/command/mod.rs reply_fields),
+-- written over the decision.
 local function reply_ms(d)
-  return { d[1] and 1 or 0, d[2], d[3], d[4] and ceil_ms(d[4]) or -1, ceil_ms(d[5]) }
+  d[1] = d[1] and 1 or 0
+  d[4] = d[4] and ceil_ms(d[4]) or -1
+  d[5] = ceil_ms(d[5])
+  return d
 end
 
-local function clock(at, o)
-  if o.now then
-    at.now = o.now
-    at.now_ms = floor(o.now / 1000)
+-- The call's clock, once: NOW, or the server's TIME.
+local function clock(o)
+  local now = o.now
+  if now then
+    o.now_ms = floor(now / 1000)
   else
     local t = rcall('TIME')
     local s, us = tonumber(t[1]), tonumber(t[2])
-    at.now = s * US_PER_SEC + us
-    at.now_ms = s * 1000 + floor(us / 1000)
+    o.now = s * US_PER_SEC + us
+    o.now_ms = s * 1000 + floor(us / 1000)
   end
 end
 
-local function at_of(o, ro)
-  return { refund = o.refund, n = o.n, block_us = o.block_us, peek = o.peek or ro }
-end
-
-local function plan_key(key, lim, at)
+-- Plans one key: its decision and what to write (nil: nothing).
+local function plan_key(key, lim, o)
   local alg = lim.alg
-  if alg.plan then return alg.plan(key, lim, at) end
-  return plan_string(key, alg, lim, at)
+  if alg.plan then return alg.plan(key, lim, o) end
+  return plan_string(key, alg, lim, o)
 end
 
-local function apply(key, lim, write)
-  if write == nil then return end
+local function apply(key, lim, write, expire_ms)
   if lim.alg.apply then
     lim.alg.apply(key, write)
   else
-    apply_string(key, write)
+    apply_string(key, write, expire_ms)
   end
 end
 
@@ -1405,15 +1538,15 @@ local function reply_secs5(d)
   return { d[1] and 1 or 0, d[2], d[3], retry, reply_secs(d[5]) }
 end
 
--- One limiter: plan, write unless PEEK, reply.
+-- One limiter: plan, write unless PEEK (or a _ro twin), reply.
 local function run_one(key, lim, o, ro, secs)
-  check_budget({ lim }, o.n)
-  local at = at_of(o, ro)
-  clock(at, o)
-  local p = plan_key(key, lim, at)
-  if not at.peek then apply(key, lim, p[3]) end
-  if secs then return reply_secs5(p[1]) end
-  return reply_ms(p[1])
+  if lim.alg == SLIDINGLOG then check_budget({ lim }, o.n) end
+  if ro then o.peek = true end
+  clock(o)
+  local d, write, expire_ms = plan_key(key, lim, o)
+  if write ~= nil and not o.peek then apply(key, lim, write, expire_ms) end
+  if secs then return reply_secs5(d) end
+  return reply_ms(d)
 end
 
 -- The module's arity error, named as the module's command.
@@ -1422,37 +1555,72 @@ local function wrong_arity(command)
 end
 
 -- The caller's clock given last, `… NOW unix_µs`: taken off the arguments
--- first, so that the rest reads exactly as the module reads its command.
--- Returns the number of arguments left and the clock (nil: none).
+-- (the table is the call's own) before anything else is read, so that the
+-- rest reads exactly as the module reads its command. Returns the number of
+-- arguments left and the clock (nil: none).
 local function trailing_now(args)
   local count = #args
-  if count >= 2 and is_kw(args[count - 1], 'NOW') then
-    return count - 2, now_option(args, count)
+  if count >= 2 then
+    local w = args[count - 1]
+    if #w == 3 and upper(w) == 'NOW' then
+      local now = now_option(args, count)
+      args[count] = nil
+      args[count - 1] = nil
+      return count - 2, now
+    end
   end
   return count, nil
 end
 
--- argv as the module sees it from argv[1]: the key, then the arguments
--- (without a trailing NOW); and the clock.
-local function argv_of(fname, keys, args)
+local function one_key(fname, keys)
   if #keys ~= 1 then
     fail('ERR ' .. fname .. ' takes exactly one key: FCALL ' .. fname .. ' 1 key …')
   end
-  local count, now = trailing_now(args)
-  local a = { keys[1] }
-  for i = 1, count do a[i + 1] = args[i] end
-  return a, now
+  return keys[1]
 end
 
--- RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET (src/command/mod.rs run_kind).
-local function kind_command(fname, command, alg, params)
-  return function(keys, args, ro)
-    local a, now = argv_of(fname, keys, args)
-    if #a + 1 < 2 + params then wrong_arity(command) end
-    local lim = alg.parse(a, 2)
+-- Parsed limits by their parameter strings (a limit is a pure function of
+-- them): most callers use a few; bounded.
+local function limit_cache()
+  local cache, size = {}, 0
+  return function(alg, args, n)
+    local p1, p2, p3 = args[1], args[2], args[3]
+    local c1 = cache[p1]
+    local c2 = c1 and c1[p2]
+    local lim = c2 and c2[n == 3 and p3 or 1]
+    if lim then return lim end
+    lim = alg.parse(args, 1)
     lim.alg = alg
-    local o = options(a, 2 + params, nil, nil, now)
-    return run_one(a[1], lim, o, ro)
+    if size >= 256 then cache, size = {}, 0 end
+    c1 = cache[p1]
+    if not c1 then c1 = {}; cache[p1] = c1 end
+    c2 = c1[p2]
+    if not c2 then c2 = {}; c1[p2] = c2 end
+    c2[n == 3 and p3 or 1] = lim
+    size = size + 1
+    return lim
+  end
+end
+
+-- The options from args[from] on; none: the defaults.
+local function options_or_default(args, count, from, now, own, syntax)
+  if count < from then
+    return { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+  end
+  return options(args, from, own, syntax, now)
+end
+
+-- RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET, RL.SLIDINGLOG
+-- (src/command/mod.rs run_kind). args[i] is the module's argv[i + 1].
+local function kind_command(fname, command, alg, params)
+  local cached = limit_cache()
+  return function(keys, args, ro)
+    local key = one_key(fname, keys)
+    local count, now = trailing_now(args)
+    if count < params then wrong_arity(command) end
+    local lim = cached(alg, args, params)
+    local o = options_or_default(args, count, params + 1, now)
+    return run_one(key, lim, o, ro)
   end
 end
 
@@ -1465,15 +1633,17 @@ COMMANDS.rl_slidinglog = kind_command('rl_slidinglog', 'rl.slidinglog', SLIDINGL
 
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
 
+local fixed_cached = limit_cache()
+
 COMMANDS.rl_fixedwindow = function(keys, args, ro)
-  local a, now = argv_of('rl_fixedwindow', keys, args)
-  if #a + 1 < 4 then wrong_arity('rl.fixedwindow') end
-  local lim = FIXEDWINDOW.parse(a, 2)
-  lim.alg = FIXEDWINDOW
+  local key = one_key('rl_fixedwindow', keys)
+  local count, now = trailing_now(args)
+  if count < 2 then wrong_arity('rl.fixedwindow') end
+  local lim = fixed_cached(FIXEDWINDOW, args, 2)
   local align
-  local o = options(a, 4, function(W, i)
+  local o = options_or_default(args, count, 3, now, function(W, i)
     if W ~= 'ALIGN' or align ~= nil then return nil end
-    local value = a[i + 1]
+    local value = args[i + 1]
     if value == nil then fail(FIXED_SYNTAX) end
     if is_kw(value, 'EPOCH') then
       align = 'EPOCH'
@@ -1483,45 +1653,54 @@ COMMANDS.rl_fixedwindow = function(keys, args, ro)
       fail(FIXED_SYNTAX)
     end
     return 2
-  end, FIXED_SYNTAX, now)
-  lim.first = align == 'FIRST'
-  return run_one(a[1], lim, o, ro)
+  end, FIXED_SYNTAX)
+  if align == 'FIRST' then
+    local first = lim.first_variant
+    if not first then
+      first = { limit = lim.limit, w = lim.w, first = true, alg = FIXEDWINDOW }
+      lim.first_variant = first
+    end
+    lim = first
+  end
+  return run_one(key, lim, o, ro)
 end
 
 local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
 
+local sliding_cached = limit_cache()
+
 COMMANDS.rl_slidingwindow = function(keys, args, ro)
-  local a, now = argv_of('rl_slidingwindow', keys, args)
-  if #a + 1 < 4 then wrong_arity('rl.slidingwindow') end
-  local lim = SLIDINGWINDOW.parse(a, 2)
+  local key = one_key('rl_slidingwindow', keys)
+  local count, now = trailing_now(args)
+  if count < 2 then wrong_arity('rl.slidingwindow') end
+  local lim = sliding_cached(SLIDINGWINDOW, args, 2)
   local buckets
-  local o = options(a, 4, function(W, i)
-    if W ~= 'BUCKETS' or buckets ~= nil or a[i + 1] == nil then return nil end
-    buckets = integer(a, i + 1, 'BUCKETS')
+  local o = options_or_default(args, count, 3, now, function(W, i)
+    if W ~= 'BUCKETS' or buckets ~= nil or args[i + 1] == nil then return nil end
+    buckets = integer(args, i + 1, 'BUCKETS')
     return 2
-  end, SLIDING_SYNTAX, now)
+  end, SLIDING_SYNTAX)
   if buckets ~= nil then
-    lim = bucket_window_new(integer(a, 2, 'limit'), seconds_as_us(a, 3, 'window'), buckets)
-    return run_one(a[1], lim, o, ro)
+    lim = bucket_window_new(integer(args, 1, 'limit'), seconds_as_us(args, 2, 'window'), buckets)
+    return run_one(key, lim, o, ro)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
-  lim.alg = SLIDINGWINDOW
-  return run_one(a[1], lim, o, ro)
+  return run_one(key, lim, o, ro)
 end
 
 -- CL.THROTTLE key max_burst count_per_period period [quantity], then the
 -- library's NOW unix_µs last (src/command/throttle.rs).
 COMMANDS.cl_throttle = function(keys, args, ro)
-  local a, now = argv_of('cl_throttle', keys, args)
-  local o = { refund = false, n = 1, peek = false, now = now }
-  local count = #a
-  if count + 1 < 5 or count + 1 > 6 then wrong_arity('cl.throttle') end
-  local max_burst = integer(a, 2, 'max_burst')
-  local cpp = integer(a, 3, 'count_per_period')
-  local period = integer_at_least(a, 4, 'period', 1, '>= 1 and <= 31622400 (366 days)')
-  if count == 5 then o.n = integer_at_least(a, 5, 'quantity', 0, '>= 0') end
-  local lim = cell_new(max_burst, cpp, period, a[2])
-  return run_one(a[1], lim, o, ro, true)
+  local key = one_key('cl_throttle', keys)
+  local count, now = trailing_now(args)
+  local o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+  if count < 3 or count > 4 then wrong_arity('cl.throttle') end
+  local max_burst = integer(args, 1, 'max_burst')
+  local cpp = integer(args, 2, 'count_per_period')
+  local period = integer_at_least(args, 3, 'period', 1, '>= 1 and <= 31622400 (366 days)')
+  if count == 4 then o.n = integer_at_least(args, 4, 'quantity', 0, '>= 0') end
+  local lim = cell_new(max_burst, cpp, period, args[1])
+  return run_one(key, lim, o, ro, true)
 end
 
 -- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
@@ -1610,21 +1789,21 @@ COMMANDS.rl_all = function(keys, args, ro)
     return nil
   end, nil, now)
   check_budget(lims, o.n)
-  local at_now = at_of(o, ro)
-  clock(at_now, o)
-  local plans, ds = {}, {}
+  if ro then o.peek = true end
+  clock(o)
+  local writes, expires, ds = {}, {}, {}
   for i = 1, n do
-    plans[i] = plan_key(keys[i], lims[i], at_now)
-    ds[i] = plans[i][1]
+    ds[i], writes[i], expires[i] = plan_key(keys[i], lims[i], o)
   end
   local position, d = binding(ds)
-  if not at_now.peek then
+  if not o.peek then
     local allowed = not d[1]
     for i = 1, n do
-      if allowed or ds[i][1] then apply(keys[i], lims[i], plans[i][3]) end
+      if writes[i] ~= nil and (allowed or ds[i][1]) then apply(keys[i], lims[i], writes[i], expires[i]) end
     end
   end
-  local reply = reply_ms(d)
+  local reply = { d[1], d[2], d[3], d[4], d[5] }
+  reply_ms(reply)
   reply[6] = position
   if with_limits then
     for i = 1, n do
@@ -1686,7 +1865,9 @@ if redis.register_function then
     return VERSION
   end }
 else
-  -- The EVAL form: ARGV[1] names the function.
+  -- The EVAL form: ARGV[1] names the function. Effects, never the script,
+  -- replicate (Redis 6.2 needs asking; later servers only do that).
+  if redis.replicate_commands then redis.replicate_commands() end
   call = build()
   local fname = ARGV[1]
   local ro = false
