@@ -242,7 +242,56 @@ WORST_CALLS = [
      ["RL.SLIDINGLOG", "w", "1000", "60"], "full"),
     ("RL.ALL 64 × SLIDINGLOG 1000 60 TOKENS 1000 (over the budget: ERR, nothing opened)",
      _all_logs(64, 1000, "60", 1000), "fresh"),
+    # Keys another client wrote (issue 29).
+    ("RL.ALL 64 × SLIDINGLOG 31 1 TOKENS 31 on 64 sets of 200 stale 4,000-byte members (ERR)",
+     _all_logs(64, 31, "1", 31), "foreign"),
+    ("RL.SLIDINGLOG 10 60 REFUND 1 on a set of 1,000,000 stale entries and one live (ERR)",
+     ["RL.SLIDINGLOG", "w", "10", "60", "REFUND", "1"], "huge"),
+    ("RL.SLIDINGLOG 10 60 REFUND 1 emptying the longest log, 200,000 entries (UNLINK)",
+     ["RL.SLIDINGLOG", "w", "10", "60", "REFUND", "1"], "longest"),
+    ("RL.LIMIT on the longest log after its policy became GCRA (UNLINK, then SET)",
+     ["RL.LIMIT", "w", "p"], "longest_policy"),
+    ("RL.GCRA 4 10 1 REFUND 1 on a TAT ten years ahead (ERR)",
+     ["RL.GCRA", "w", "4", "10", "1", "REFUND", "1"], "ahead"),
 ]
+
+# Modes whose timed call writes nothing: their keys are prepared once.
+_PREPARED_ONCE = {"foreign", "huge", "ahead"}
+
+# Fills KEYS[1] with ARGV[2] entries scored ARGV[1] + i, members ARGV[3] ..
+# (i + ARGV[4]), in ZADDs of 1,000 (bench set-up only).
+_FILL_LOG = """
+local base, n, pad, off = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+for s = 0, n - 1, 1000 do
+  local a = {}
+  for i = s, math.min(s + 999, n - 1) do
+    a[#a + 1] = base + i
+    a[#a + 1] = pad .. (i + off)
+  end
+  redis.call('ZADD', KEYS[1], unpack(a))
+end
+"""
+
+
+def _prepare(server, argv, mode):
+    """Writes what another client could have written to the call's keys
+    (nothing for "fresh")."""
+    now_us = int(time.time() * 1e6)
+    old_us = now_us - 3_600_000_000
+    keys = argv[2:2 + int(argv[1])] if argv[0] == "RL.ALL" else [argv[1]]
+    if mode == "foreign":
+        for key in keys:
+            server.cli("EVAL", _FILL_LOG, "1", key, old_us, 200, "x" * 4000, 0)
+            server.cli("ZADD", key, old_us + 200, "0")
+    elif mode in ("huge", "longest", "longest_policy"):
+        n = 999_999 if mode == "huge" else 199_999
+        server.cli("EVAL", _FILL_LOG, "1", keys[0], old_us, n, "", 1)
+        server.cli("ZADD", keys[0], now_us, "0")
+        if mode == "longest_policy":
+            server.cli("RL.POLICY", "SET", "p", "SLIDINGLOG", "10", "60")
+            server.cli("RL.POLICY", "SET", "p", "GCRA", "9", "10", "1", "RESET")
+    elif mode == "ahead":
+        server.cli("SET", keys[0], now_us + 3650 * 86_400_000_000)
 
 
 def _fill(server, argv):
@@ -262,13 +311,19 @@ def worst_calls(server, rounds):
     try:
         for label, argv, mode in WORST_CALLS:
             took = []
-            for _ in range(rounds):
-                server.cli("FLUSHALL")
-                if mode == "stale":
+            for round_ in range(rounds):
+                if mode in _PREPARED_ONCE and round_ > 0:
+                    pass  # the last call wrote nothing
+                elif mode == "stale":
+                    server.cli("FLUSHALL")
                     server.cli(*argv)
                     time.sleep(0.03)
                 elif mode == "full":
+                    server.cli("FLUSHALL")
                     _fill(server, argv)
+                else:
+                    server.cli("FLUSHALL")
+                    _prepare(server, argv, mode)
                 server.cli("SLOWLOG", "RESET")
                 server.cli(*argv, check=False)
                 entry = server.cli("SLOWLOG", "GET", "1").splitlines()

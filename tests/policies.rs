@@ -784,3 +784,112 @@ fn policies_unloadable_refuses_policy_commands_and_keeps_the_module_unloadable()
     ok(&mut con, &["RL.POLICY", "SET", "a", "GCRA", "1", "1", "1"]);
     assert_eq!(call(&mut con, &["RL.LIMIT", "k", "a"])[0], 0);
 }
+
+/// A definition kept from when `sliding-log-call-budget` was larger fails
+/// every call (its cheapest call no longer fits): `INFO` counts it as
+/// unusable until the budget fits it again (issue 29).
+#[test]
+fn a_policy_over_the_call_budget_counts_as_unusable() {
+    let server = Server::start_with(&["--save", ""]);
+    let mut con = server.connect();
+    let unusable =
+        |con: &mut redis::Connection| info_field(con, "ratelimit", "ratelimit_policies_unusable");
+    for (name, value) in [
+        ("ratelimit.sliding-log-max-limit", "10000"),
+        ("ratelimit.sliding-log-call-budget", "20000"),
+    ] {
+        let _: () = query(&mut con, &["CONFIG", "SET", name, value]).unwrap();
+    }
+    ok(
+        &mut con,
+        &["RL.POLICY", "SET", "old2", "SLIDINGLOG", "5000", "60"],
+    );
+    ok(
+        &mut con,
+        &["RL.POLICY", "SET", "small", "SLIDINGLOG", "10", "60"],
+    );
+    assert_eq!(call(&mut con, &["RL.LIMIT", "k", "old2"])[0], 0);
+    assert_eq!(unusable(&mut con), "0");
+    // Lowering the largest limit alone leaves it usable: calls still fit.
+    let _: () = query(
+        &mut con,
+        &["CONFIG", "SET", "ratelimit.sliding-log-max-limit", "1000"],
+    )
+    .unwrap();
+    assert_eq!(call(&mut con, &["RL.LIMIT", "k", "old2"])[0], 0);
+    assert_eq!(unusable(&mut con), "0");
+    // Lowering the budget below its cheapest call (5,001 entries) does not.
+    let _: () = query(
+        &mut con,
+        &["CONFIG", "SET", "ratelimit.sliding-log-call-budget", "4000"],
+    )
+    .unwrap();
+    let e = call_err(&mut con, &["RL.LIMIT", "k", "old2"]);
+    assert!(e.contains("sliding-log-call-budget of 4000"), "{e}");
+    assert_eq!(unusable(&mut con), "1");
+    assert_eq!(call(&mut con, &["RL.LIMIT", "k2", "small"])[0], 0);
+    let _: () = query(
+        &mut con,
+        &["CONFIG", "SET", "ratelimit.sliding-log-call-budget", "5001"],
+    )
+    .unwrap();
+    assert_eq!(unusable(&mut con), "0");
+    assert_eq!(call(&mut con, &["RL.LIMIT", "k", "old2"])[0], 0);
+}
+
+/// A `SHADOW` policy's refusals write nothing, its `BLOCK` included: its
+/// reply is its limiter's, whose `reset_after` the key's expiry matches,
+/// not one answered as made during a block never written (issue 29).
+#[test]
+fn a_shadow_policy_with_block_replies_as_without_it() {
+    let server = Server::start_with(&["--save", ""]);
+    let mut con = server.connect();
+    ok(
+        &mut con,
+        &[
+            "RL.POLICY",
+            "SET",
+            "sb",
+            "GCRA",
+            "0",
+            "1",
+            "7",
+            "SHADOW",
+            "BLOCK",
+            "100",
+        ],
+    );
+    ok(
+        &mut con,
+        &["RL.POLICY", "SET", "s", "GCRA", "0", "1", "7", "SHADOW"],
+    );
+    assert_eq!(call(&mut con, &["RL.LIMIT", "kb", "sb"])[0], 0);
+    assert_eq!(call(&mut con, &["RL.LIMIT", "k", "s"])[0], 0);
+    // Refused in shadow: answered allowed, remaining 0.
+    let with_block = call(&mut con, &["RL.LIMIT", "kb", "sb"]);
+    let without = call(&mut con, &["RL.LIMIT", "k", "s"]);
+    assert_eq!(&with_block[..3], &[0, 1, 0], "{with_block:?}");
+    assert_eq!(with_block[3], -1);
+    assert!(
+        (with_block[4] - without[4]).abs() <= 5,
+        "with BLOCK {with_block:?}, without {without:?}"
+    );
+    let pttl: i64 = query(&mut con, &["PTTL", "kb"]).unwrap();
+    assert!(
+        with_block[4] <= 7_000 && (with_block[4] - pttl).abs() <= 5,
+        "reset_after {} ms, PTTL {pttl} ms",
+        with_block[4]
+    );
+    // Nothing blocked: the key holds no block.
+    let value: String = query(&mut con, &["GET", "kb"]).unwrap();
+    assert!(!value.starts_with('B'), "{value}");
+    // In RL.ALL too, with the call's own BLOCK.
+    let reply: Vec<i64> = query(
+        &mut con,
+        &["RL.ALL", "1", "kb", "POLICY", "sb", "BLOCK", "100"],
+    )
+    .unwrap();
+    assert!(reply[4] <= 7_000, "{reply:?}");
+    let value: String = query(&mut con, &["GET", "kb"]).unwrap();
+    assert!(!value.starts_with('B'), "{value}");
+}

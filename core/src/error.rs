@@ -148,6 +148,17 @@ pub enum Error {
 
     /// An internal failure of the module, caught at the command boundary
     /// instead of aborting the server.
+    /// A key holds a value of the limiter's type that no call of the module
+    /// could have written, found by a check that bounds the call's work
+    /// (docs/DESIGN.md, "Bounded work per call"); `why` is one of the
+    /// `NOT_OURS_*` texts. Nothing is written.
+    #[error("ERR the value at key '{key}' is not {command} state ({why})")]
+    ForeignState {
+        key: KeyName,
+        command: &'static str,
+        why: &'static str,
+    },
+
     #[error("ERR internal error in the ratelimit module ({what}); nothing was written")]
     Internal { what: &'static str },
 }
@@ -155,6 +166,20 @@ pub enum Error {
 /// A policy name in an error message: its first 64 bytes, kept inline so
 /// that [`Error`] stays `Copy`; shown with anything but printable ASCII as
 /// `?`.
+/// [`Error::ForeignState`]: a time in the state lies beyond the horizon of
+/// every time the module writes ([`crate::time::STATE_HORIZON_US`]).
+pub const NOT_OURS_AHEAD: &str = "a time more than 366 days after the server clock";
+/// [`Error::ForeignState`]: a sorted set longer than any sliding log
+/// ([`crate::algorithm::sliding_log::SlidingLog::MAX_ENTRIES`]).
+pub const NOT_OURS_TOO_LONG: &str = "more than 200001 entries";
+/// [`Error::ForeignState`]: a sorted-set entry the call touched whose member
+/// is neither an integer below 200000 nor `B`.
+pub const NOT_OURS_MEMBER: &str = "a member the module did not write";
+
+/// A key's name as an error shows it: as [`PolicyName`] (the first 64
+/// bytes, `?` for bytes that are not printable ASCII, `...` when cut).
+pub type KeyName = PolicyName;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyName {
     bytes: [u8; 64],
@@ -240,6 +265,11 @@ mod tests {
             Error::UnknownLimit,
             Error::LeakyBucketInAll,
             Error::InvalidState { command: "RL.GCRA" },
+            Error::ForeignState {
+                key: KeyName::new(b"k"),
+                command: "RL.GCRA",
+                why: NOT_OURS_AHEAD,
+            },
             Error::Internal { what: "panic" },
         ];
         for e in all {
@@ -252,6 +282,33 @@ mod tests {
             }
             .to_string(),
             "ERR TOKENS must be >= 1"
+        );
+    }
+
+    #[test]
+    fn a_foreign_state_names_the_key_and_why() {
+        let e = Error::ForeignState {
+            key: KeyName::new(b"user:\n1"),
+            command: "RL.SLIDINGLOG",
+            why: NOT_OURS_TOO_LONG,
+        };
+        assert_eq!(
+            e.to_string(),
+            "ERR the value at key 'user:?1' is not RL.SLIDINGLOG state (more than 200001 entries)"
+        );
+        assert!(!e.is_state_mismatch());
+        let long = [b'k'; 70];
+        let e = Error::ForeignState {
+            key: KeyName::new(&long),
+            command: "RL.GCRA",
+            why: NOT_OURS_MEMBER,
+        };
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "ERR the value at key '{}...' is not RL.GCRA state (a member the module did not write)",
+                "k".repeat(64)
+            )
         );
     }
 }

@@ -21,7 +21,7 @@ pub fn load(ctx: Ctx, args: &[Arg]) -> std::result::Result<(), String> {
     registry::no_implicit_signal_modified(ctx);
     // The effects are propagated as these commands: refuse to load where
     // `rename-command` hid one (replicas and the AOF would silently diverge).
-    for command in [c"set", c"zadd", c"zrem", c"pexpireat"] {
+    for command in [c"set", c"del", c"unlink", c"zadd", c"zrem", c"pexpireat"] {
         if !info::has_command(ctx, command) {
             return Err(format!(
                 "the server has no {} command (renamed?); it is needed to replicate effects",

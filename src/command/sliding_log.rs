@@ -7,7 +7,10 @@
 //! `zset-max-listpack-entries` entries: about 12 bytes per logged token at
 //! limit 100 (a 64-bit score and a two-byte member). A sorted set whose newest
 //! entry is not of that shape (a leaderboard, say) gets an
-//! `ERR … not RL.SLIDINGLOG state` reply and is left alone.
+//! `ERR … not RL.SLIDINGLOG state` reply and is left alone; so does one
+//! longer than any log ([`SlidingLog::MAX_ENTRIES`]), one whose newest entry
+//! or block lies beyond the horizon, and one where any entry a call walks has
+//! a member the module did not write ([`Error::ForeignState`]).
 //!
 //! **Bounded work.** `limit` is at most the module setting
 //! `sliding-log-max-limit` (default 1,000; see [`super::settings`]). A call
@@ -21,17 +24,18 @@
 //! An allowed request propagates exactly its effects: `ZREM key <member> …`
 //! (when it removed any), `ZADD key <t_us> <member> …`,
 //! `PEXPIREAT key <ms>`, and raises `zrem`, `zadd` and `expire` after closing
-//! the key. A limited request writes nothing.
+//! the key. A limited request writes nothing. A refund that empties the log
+//! unlinks the key (lazy free) and propagates `UNLINK`.
 
 use super::args::Args;
 use super::{docs, Answer, ReplyUnit, Spec};
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog, TimestampLog};
-use crate::error::{Error, Result};
+use crate::error::{Error, KeyName, Result, NOT_OURS_AHEAD, NOT_OURS_MEMBER, NOT_OURS_TOO_LONG};
 use crate::limit::Kind;
 use crate::server::key::{Key, KeyKind};
 use crate::server::string::OwnedString;
 use crate::server::Ctx;
-use crate::time::ceil_ms;
+use crate::time::{ceil_ms, STATE_HORIZON_US};
 
 pub const SPEC: Spec = Spec {
     name: c"rl.slidinglog",
@@ -85,40 +89,85 @@ fn is_block(member: &OwnedString) -> bool {
 }
 
 impl<'k, 'a> ZsetLog<'k, 'a> {
-    /// Reads the log at `key`: `None` when the key does not exist.
+    /// Reads the log at `key` at `now_us`: `None` when the key does not
+    /// exist. Reads its length, its newest entry and its block: O(log N).
     ///
     /// Errors: [`Error::WrongType`]; [`Error::InvalidState`] when the newest
-    /// entry is not one the module wrote.
-    pub fn open(ctx: Ctx, key: &'k Key<'a>) -> Result<Option<Self>> {
+    /// entry is not one the module wrote; [`Error::ForeignState`] for a set
+    /// longer than any log ([`SlidingLog::MAX_ENTRIES`]) or whose newest
+    /// entry or block lies beyond [`STATE_HORIZON_US`] after `now_us`.
+    pub fn open(ctx: Ctx, key: &'k Key<'a>, now_us: i64) -> Result<Option<Self>> {
         match key.kind()? {
             KeyKind::Empty => return Ok(None),
             KeyKind::SortedSet => {}
             _ => return Err(Error::WrongType),
         }
+        let len = key.zset_len()?;
+        if len > SlidingLog::MAX_ENTRIES {
+            return Err(foreign(key, NOT_OURS_TOO_LONG));
+        }
         let mut newest = None;
-        let mut foreign = false;
+        let mut foreign_newest = false;
+        let mut blocks = 0;
         key.zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
             if is_block(&entry.member) {
-                return true;
+                blocks += 1;
+                return blocks < 2;
             }
             let id = entry.member.to_i64();
-            foreign = !is_log_entry(entry.score, id);
+            foreign_newest = !is_log_entry(entry.score, id);
             newest = Some((score_us(entry.score), id.unwrap_or(0)));
             false
         })?;
-        if foreign {
+        if foreign_newest {
             return Err(Error::InvalidState {
                 command: "RL.SLIDINGLOG",
             });
         }
         let block_member = OwnedString::from_bytes(ctx, BLOCK_MEMBER)?;
         let blocked_until_us = key.zset_score(&block_member)?.map(score_us);
+        let horizon_us = now_us.saturating_add(STATE_HORIZON_US);
+        let latest_us = newest.map(|(score, _)| score).max(blocked_until_us);
+        if latest_us.is_some_and(|t| t > horizon_us) {
+            return Err(foreign(key, NOT_OURS_AHEAD));
+        }
         Ok(Some(Self {
             key,
-            len: key.zset_len()?,
+            len,
             newest,
             blocked_until_us,
         }))
+    }
+
+    /// The members of the oldest entries scored `≤ through_us`, at most
+    /// `at_most` of them (what an allowed call removes), each checked as
+    /// one the module wrote.
+    ///
+    /// Errors: [`Error::ForeignState`] for a member the module did not write.
+    pub fn stale_members(&self, through_us: i64, at_most: i64) -> Result<Vec<OwnedString>> {
+        let at_most = usize::try_from(at_most).unwrap_or(0);
+        let mut members = Vec::with_capacity(at_most.min(256));
+        let mut foreign_member = false;
+        if at_most > 0 {
+            self.key.zset_walk(
+                f64::NEG_INFINITY,
+                false,
+                through_us as f64,
+                false,
+                |entry| {
+                    if !is_log_member(&entry.member) {
+                        foreign_member = true;
+                        return false;
+                    }
+                    members.push(entry.member);
+                    members.len() < at_most
+                },
+            )?;
+        }
+        if foreign_member {
+            return Err(foreign(self.key, NOT_OURS_MEMBER));
+        }
+        Ok(members)
     }
 
     /// The end of the block stored in the log, if any (in force or not).
@@ -141,13 +190,22 @@ impl TimestampLog for ZsetLog<'_, '_> {
         // Usually few entries have left the window: count those (at most
         // `at_most`) and subtract; when there are more, count the ones
         // inside from the newest down instead. Either way ≤ 2 × at_most steps.
+        // Every entry walked is checked as one the module wrote.
         let at_most = at_most.max(0);
         let mut stale = 0i64;
+        let mut foreign_member = false;
         self.key
-            .zset_walk(f64::NEG_INFINITY, false, after_us as f64, false, |_| {
+            .zset_walk(f64::NEG_INFINITY, false, after_us as f64, false, |entry| {
+                if !is_log_member(&entry.member) {
+                    foreign_member = true;
+                    return false;
+                }
                 stale += 1;
                 stale <= at_most
             })?;
+        if foreign_member {
+            return Err(foreign(self.key, NOT_OURS_MEMBER));
+        }
         if stale <= at_most {
             // The block member counts in `len`, and in `stale` when its score
             // is at or before `after_us`.
@@ -158,11 +216,19 @@ impl TimestampLog for ZsetLog<'_, '_> {
         if at_most > 0 {
             self.key
                 .zset_walk(after_us as f64, true, f64::INFINITY, true, |entry| {
-                    if !is_block(&entry.member) {
-                        live += 1;
+                    if is_block(&entry.member) {
+                        return true;
                     }
+                    if !is_log_member(&entry.member) {
+                        foreign_member = true;
+                        return false;
+                    }
+                    live += 1;
                     live < at_most
                 })?;
+        }
+        if foreign_member {
+            return Err(foreign(self.key, NOT_OURS_MEMBER));
         }
         Ok(live)
     }
@@ -170,10 +236,15 @@ impl TimestampLog for ZsetLog<'_, '_> {
     fn nth_newest(&self, k: i64) -> Result<Option<i64>> {
         let mut seen = 0i64;
         let mut found = None;
+        let mut foreign_member = false;
         self.key
             .zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
                 if is_block(&entry.member) {
                     return true;
+                }
+                if !is_log_member(&entry.member) {
+                    foreign_member = true;
+                    return false;
                 }
                 if seen == k {
                     found = Some(score_us(entry.score));
@@ -182,8 +253,31 @@ impl TimestampLog for ZsetLog<'_, '_> {
                 seen += 1;
                 true
             })?;
+        if foreign_member {
+            return Err(foreign(self.key, NOT_OURS_MEMBER));
+        }
         Ok(found)
     }
+}
+
+/// [`Error::ForeignState`] for the log at `key`.
+fn foreign(key: &Key, why: &'static str) -> Error {
+    Error::ForeignState {
+        key: KeyName::new(key.name().bytes().unwrap_or(b"?")),
+        command: "RL.SLIDINGLOG",
+        why,
+    }
+}
+
+/// Whether `member` can be one the module wrote: an integer below
+/// [`SlidingLog::MEMBER_BOUND`] (in the server's canonical form, so at most
+/// six bytes) or the block's `B`. Checked on every entry a call walks, so a
+/// call never carries more than one foreign member (one copy of it).
+fn is_log_member(member: &OwnedString) -> bool {
+    is_block(member)
+        || member
+            .to_i64()
+            .is_some_and(|m| (0..SlidingLog::MEMBER_BOUND).contains(&m))
 }
 
 /// Timestamps before this (March 1973, in µs) are not ones the module wrote.
@@ -194,48 +288,43 @@ const MIN_TIMESTAMP_US: f64 = 1e14;
 /// Checked on the newest entry, so that a sorted set kept for something else
 /// (a leaderboard, a queue) is refused instead of trimmed.
 fn is_log_entry(score: f64, member: Option<i64>) -> bool {
-    let member_bound = SlidingLog::MAX_LIMIT * 2;
+    let member_bound = SlidingLog::MEMBER_BOUND;
     score.is_finite()
         && score.fract() == 0.0
         && score >= MIN_TIMESTAMP_US
         && member.is_some_and(|m| (0..member_bound).contains(&m))
 }
 
-/// What [`write`] changed, to propagate and announce once the key is closed.
+/// What [`write`] changed, to propagate and announce once the key is closed
+/// (with the stale members it removed, which the caller holds).
 pub struct Written {
-    pub removed: Vec<OwnedString>,
     pub score: OwnedString,
     pub added: Vec<OwnedString>,
     pub expire_at_ms: i64,
 }
 
 /// Applies an allowed request's update to the sorted set:
-/// 1. removes up to `update.remove_at_most` of the oldest entries scored
-///    `≤ update.remove_through_us` (they left the window);
+/// 1. removes `stale`, the oldest entries that left the window
+///    ([`ZsetLog::stale_members`], read and checked when the call was
+///    planned);
 /// 2. adds `update.add_count` entries at `update.add_at_us`. Members cycle
 ///    through `0 .. max(2 × limit, 128)` starting after the newest entry's;
 ///    a member in use inside the window is skipped, one in use by an entry
 ///    that left the window is moved to the new score (the same effect as
 ///    removing it and adding it). At most `limit − add_count` entries are in
 ///    the window, so a free member comes within `limit + add_count` tries;
-/// 3. sets the key's expiry to when the newest entry leaves the window.
+/// 3. sets the key's expiry to `update.expire_at_us` (when the newest entry
+///    leaves the window, capped by the caller).
 pub fn write(
     ctx: Ctx,
     key: &mut Key,
     update: &LogUpdate,
+    stale: &[OwnedString],
     mut next_member: i64,
     limit: i64,
 ) -> Result<Written> {
     let cutoff = update.remove_through_us as f64;
-    let budget = usize::try_from(update.remove_at_most).unwrap_or(0);
-    let mut removed = Vec::new();
-    if budget > 0 {
-        key.zset_walk(f64::NEG_INFINITY, false, cutoff, false, |entry| {
-            removed.push(entry.member);
-            removed.len() < budget
-        })?;
-    }
-    for member in &removed {
+    for member in stale {
         key.zset_rem(member)?;
     }
 
@@ -265,7 +354,6 @@ pub fn write(
     let expire_at_ms = ceil_ms(update.expire_at_us);
     key.set_abs_expire(expire_at_ms)?;
     Ok(Written {
-        removed,
         score: OwnedString::from_i64(ctx, update.add_at_us)?,
         added,
         expire_at_ms,
@@ -273,15 +361,19 @@ pub fn write(
 }
 
 /// Blocks the log at `key` until `until_us`: the block member scored by
-/// the block's end, the key's expiry no earlier. Returns the score and member
-/// written (to propagate as `ZADD`) and the expiry in ms.
-pub fn block(ctx: Ctx, key: &mut Key, until_us: i64) -> Result<(OwnedString, OwnedString, i64)> {
+/// the block's end, the key to expire at `expire_at_ms` (no earlier than
+/// the block's end). Returns the score and member written (to propagate as
+/// `ZADD`).
+pub fn block(
+    ctx: Ctx,
+    key: &mut Key,
+    until_us: i64,
+    expire_at_ms: i64,
+) -> Result<(OwnedString, OwnedString)> {
     let member = OwnedString::from_bytes(ctx, BLOCK_MEMBER)?;
     key.zset_add(until_us as f64, &member, false)?;
-    let current_ms = key.abs_expire_ms()?.unwrap_or(0);
-    let expire_at_ms = current_ms.max(ceil_ms(until_us));
     key.set_abs_expire(expire_at_ms)?;
-    Ok((OwnedString::from_i64(ctx, until_us)?, member, expire_at_ms))
+    Ok((OwnedString::from_i64(ctx, until_us)?, member))
 }
 
 /// Removes the `n` newest entries of the log (never the block member);

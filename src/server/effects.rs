@@ -85,6 +85,22 @@ pub fn replicate_del(ctx: Ctx, name: Arg) -> Result<()> {
     Ok(())
 }
 
+/// Propagates `UNLINK name` (replicas free the value as the module did:
+/// lazily).
+pub fn replicate_unlink(ctx: Ctx, name: Arg) -> Result<()> {
+    let replicate = api!(RedisModule_Replicate);
+    // SAFETY: the context and key name of the current call.
+    unsafe {
+        replicate(
+            ctx.as_ptr(),
+            c"UNLINK".as_ptr(),
+            c"s".as_ptr(),
+            name.as_ptr(),
+        )
+    };
+    Ok(())
+}
+
 /// Propagates `PEXPIREAT name expire_at_ms` (the time as a buffer, as in
 /// [`replicate_set_pxat`]).
 pub fn replicate_pexpireat(ctx: Ctx, name: Arg, expire_at_ms: i64) -> Result<()> {
@@ -106,11 +122,16 @@ pub fn replicate_pexpireat(ctx: Ctx, name: Arg, expire_at_ms: i64) -> Result<()>
     Ok(())
 }
 
-/// Propagates `ZREM name member …`.
-pub fn replicate_zrem(ctx: Ctx, name: Arg, members: &[OwnedString]) -> Result<()> {
-    let mut argv = Vec::with_capacity(1 + members.len());
+/// Propagates `ZREM name member …`, the members of every part in order.
+pub fn replicate_zrem(ctx: Ctx, name: Arg, parts: &[&[OwnedString]]) -> Result<()> {
+    let count: usize = parts.iter().map(|part| part.len()).sum();
+    let mut argv = Vec::with_capacity(1 + count);
     argv.push(name.as_ptr());
-    argv.extend(members.iter().map(OwnedString::as_ptr));
+    argv.extend(
+        parts
+            .iter()
+            .flat_map(|part| part.iter().map(OwnedString::as_ptr)),
+    );
     replicate_vector(ctx, c"ZREM", &argv)
 }
 

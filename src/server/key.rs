@@ -27,7 +27,7 @@ pub enum KeyKind {
 pub struct Key<'a> {
     ctx: Ctx,
     raw: NonNull<RedisModuleKey>,
-    _name: Arg<'a>,
+    name: Arg<'a>,
 }
 
 /// A zset entry: its score and member.
@@ -46,11 +46,12 @@ impl<'a> Key<'a> {
         let raw = NonNull::new(key.cast::<RedisModuleKey>()).ok_or(Error::Internal {
             what: "could not open the key",
         })?;
-        Ok(Self {
-            ctx,
-            raw,
-            _name: name,
-        })
+        Ok(Self { ctx, raw, name })
+    }
+
+    /// The key's name.
+    pub fn name(&self) -> Arg<'a> {
+        self.name
     }
 
     fn ptr(&self) -> *mut RedisModuleKey {
@@ -179,6 +180,21 @@ impl<'a> Key<'a> {
         if unsafe { delete(self.ptr()) } != OK {
             return Err(Error::Internal {
                 what: "could not delete the key",
+            });
+        }
+        Ok(())
+    }
+
+    /// Deletes the key the way `UNLINK` does: a large value is freed by
+    /// the server's lazy-free thread instead of inside the call (a sorted
+    /// set of up to [`crate::algorithm::sliding_log::SlidingLog::MAX_ENTRIES`]
+    /// entries takes milliseconds to free).
+    pub fn unlink(&mut self) -> Result<()> {
+        let unlink = api!(RedisModule_UnlinkKey);
+        // SAFETY: the key is open for writing.
+        if unsafe { unlink(self.ptr()) } != OK {
+            return Err(Error::Internal {
+                what: "could not unlink the key",
             });
         }
         Ok(())

@@ -97,6 +97,7 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_StringDMA,
         RedisModule_StringTruncate,
         RedisModule_DeleteKey,
+        RedisModule_UnlinkKey,
         RedisModule_SetAbsExpire,
         RedisModule_GetAbsExpire,
         RedisModule_Replicate,

@@ -585,3 +585,65 @@ pub fn poll_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
     done()
 }
+
+/// `SLOWLOG GET` entries (command and µs) of the module's commands.
+pub fn slow_module_calls(con: &mut redis::Connection) -> Vec<(String, i64)> {
+    let entries: Vec<redis::Value> = query(con, &["SLOWLOG", "GET", "1000"]).unwrap();
+    let mut slow = Vec::new();
+    for entry in entries {
+        let redis::Value::Array(fields) = entry else {
+            continue;
+        };
+        let micros = match fields.get(2) {
+            Some(redis::Value::Int(us)) => *us,
+            _ => -1,
+        };
+        let command = match fields.get(3) {
+            Some(redis::Value::Array(args)) => args
+                .iter()
+                .map(|a| match a {
+                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => String::new(),
+        };
+        let lower = command.to_ascii_lowercase();
+        if lower.starts_with("rl.") || lower.starts_with("cl.") {
+            slow.push((command, micros));
+        }
+    }
+    slow
+}
+
+/// Fills `key` with `count` log entries scored one hour before now (long
+/// outside any short window), the `i`-th with member `member(i)`, then one
+/// valid newest entry (member 0, as old), in batches so that no single ZADD
+/// is slow itself. Returns the server's clock in µs.
+pub fn fill_stale_log(
+    con: &mut redis::Connection,
+    key: &str,
+    count: usize,
+    member: impl Fn(usize) -> String,
+) -> i64 {
+    let now_us: i64 = {
+        let t: Vec<String> = query(con, &["TIME"]).unwrap();
+        t[0].parse::<i64>().unwrap() * 1_000_000 + t[1].parse::<i64>().unwrap()
+    };
+    let old = now_us - 3_600_000_000;
+    let batch = 5_000;
+    let mut pipe = redis::pipe();
+    for start in (0..count).step_by(batch) {
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg(key);
+        for i in start..(start + batch).min(count) {
+            cmd.arg(old + i as i64).arg(member(i));
+        }
+        pipe.add_command(cmd).ignore();
+    }
+    pipe.query::<()>(con).unwrap();
+    // The newest entry is one the module could have written: member 0.
+    let _: i64 = query(con, &["ZADD", key, &(old + count as i64).to_string(), "0"]).unwrap();
+    now_us
+}

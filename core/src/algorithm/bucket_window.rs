@@ -56,6 +56,12 @@ pub struct BucketCounts {
 }
 
 impl BucketCounts {
+    /// The start of the newest sub-window, µs since the epoch (saturating:
+    /// a foreign state may hold any index).
+    pub fn latest_us(&self) -> i64 {
+        self.newest_index.saturating_mul(self.sub_us)
+    }
+
     fn stored(&self) -> &[u32] {
         &self.counts[..self.len.min(MAX_BUCKETS as usize)]
     }

@@ -222,6 +222,11 @@ impl Algorithm for CellGcra {
     /// The theoretical arrival time, ns since the Unix epoch.
     type State = i128;
 
+    /// The TAT, in µs (rounded down).
+    fn latest_us(tat_ns: &i128) -> i64 {
+        i64::try_from(tat_ns / NS_PER_US).unwrap_or(i64::MAX)
+    }
+
     /// Reads a TAT: nanoseconds from [`NANOSECOND_TAT_FLOOR`] up (redis-cell's,
     /// and this command's), µs below it (older `CL.THROTTLE` keys).
     fn decode(bytes: &[u8]) -> Option<i128> {

@@ -154,6 +154,11 @@ impl FixedWindow {
 impl Algorithm for FixedWindow {
     type State = WindowCount;
 
+    /// The window's start.
+    fn latest_us(state: &WindowCount) -> i64 {
+        state.window_start_us
+    }
+
     fn decode(bytes: &[u8]) -> Option<WindowCount> {
         let (first, bytes) = match bytes.strip_prefix(b"F") {
             Some(rest) => (true, rest),

@@ -138,6 +138,11 @@ impl Algorithm for Gcra {
     /// The theoretical arrival time, µs since the Unix epoch.
     type State = i64;
 
+    /// The TAT.
+    fn latest_us(tat_us: &i64) -> i64 {
+        *tat_us
+    }
+
     fn decode(bytes: &[u8]) -> Option<i64> {
         parse_decimal(bytes)
     }

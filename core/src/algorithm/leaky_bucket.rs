@@ -63,6 +63,11 @@ impl Algorithm for LeakyBucket {
     /// When the queue is empty again (see [`super::token_bucket`]).
     type State = FullAt;
 
+    /// When the bucket is empty.
+    fn latest_us(state: &FullAt) -> i64 {
+        state.full_at_us
+    }
+
     fn decode(bytes: &[u8]) -> Option<FullAt> {
         TokenBucket::decode(bytes)
     }

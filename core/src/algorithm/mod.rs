@@ -100,6 +100,19 @@ pub trait Algorithm {
     /// Encodes a state into `buf`, returning the number of bytes written.
     fn encode(state: &Self::State, buf: &mut [u8; STATE_BUF_LEN]) -> usize;
 
+    /// The latest instant `state` records (a TAT, when a bucket is full, a
+    /// window's start), µs since the epoch. A stored state whose instant
+    /// lies more than [`crate::time::STATE_HORIZON_US`] after the clock is
+    /// not one the module wrote ([`Error::ForeignState`]).
+    fn latest_us(state: &Self::State) -> i64;
+
+    /// The furthest ahead of the call a write of this algorithm sets the
+    /// key's expiry (every duration is at most
+    /// [`crate::time::MAX_PERIOD_US`]; a sliding window keeps two windows).
+    /// The command layer caps each expiry it writes there: a cap that only
+    /// binds on a state the clock stepped back behind.
+    const EXPIRY_HORIZON_US: i64 = crate::time::MAX_PERIOD_US;
+
     /// Decides a request of `cost` tokens at `now_us` against `state` (`None`
     /// when the key does not exist).
     ///

@@ -117,6 +117,19 @@ impl SlidingLog {
     /// unbounded work.
     pub const STALE_REMOVED_PER_CALL: i64 = 128;
 
+    /// The most entries a sliding log can hold: its members are distinct
+    /// integers below `max(2 × limit, 128)` ≤ `2 × MAX_LIMIT`, plus the block
+    /// member. A longer sorted set is not a log (and freeing it could block
+    /// the server).
+    pub const MAX_ENTRIES: i64 = 2 * Self::MAX_LIMIT + 1;
+
+    /// Every member a log's entry can have is below this (the block's is `B`).
+    pub const MEMBER_BOUND: i64 = 2 * Self::MAX_LIMIT;
+
+    /// How far after the call the key's expiry may lie: one window (the
+    /// command layer caps every expiry it writes there).
+    pub const EXPIRY_HORIZON_US: i64 = crate::time::MAX_PERIOD_US;
+
     /// Validates `RL.SLIDINGLOG key limit window`: `1 ≤ limit ≤ MAX_LIMIT`
     /// tokens in any window of `window_us` ≥ 1 µs.
     #[inline]

@@ -72,6 +72,14 @@ impl SlidingWindow {
 impl Algorithm for SlidingWindow {
     type State = WindowCounts;
 
+    /// Two windows: the current one and the one before, which still counts.
+    const EXPIRY_HORIZON_US: i64 = 2 * crate::time::MAX_PERIOD_US;
+
+    /// The current window's start.
+    fn latest_us(state: &WindowCounts) -> i64 {
+        state.window_start_us
+    }
+
     fn decode(bytes: &[u8]) -> Option<WindowCounts> {
         let mut parts = bytes.splitn(3, |&b| b == b':');
         let window_start_us = parse_decimal(parts.next()?)?;

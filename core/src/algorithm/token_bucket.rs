@@ -162,6 +162,11 @@ impl TokenBucket {
 impl Algorithm for TokenBucket {
     type State = FullAt;
 
+    /// When the bucket is full.
+    fn latest_us(state: &FullAt) -> i64 {
+        state.full_at_us
+    }
+
     fn decode(bytes: &[u8]) -> Option<FullAt> {
         let (us, rem) = match bytes.iter().position(|&b| b == b':') {
             None => (bytes, None),

@@ -17,6 +17,7 @@ use smallvec::SmallVec;
 
 use super::{propagate, settings, Answer};
 
+mod sorted_set;
 mod storage;
 mod write;
 
@@ -25,18 +26,20 @@ use crate::algorithm::bucket_window::{self, BucketWindow};
 use crate::algorithm::plan::{plan as plan_change, Change};
 pub use crate::algorithm::plan::{Op, Options};
 use crate::algorithm::recognize::is_limiter_state;
+use crate::algorithm::recognize::MAX_STATE_BYTES;
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog};
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::{all, policy};
 use crate::algorithm::{Algorithm, Decision, RefundWrite, STATE_BUF_LEN};
-use crate::error::{Error, Result};
+use crate::error::{Error, KeyName, Result, NOT_OURS_AHEAD};
 pub use crate::limit::{Limit, Modes};
 use crate::server::effects::{self, EventClass};
 use crate::server::key::{Key, KeyKind};
 use crate::server::string::{Arg, OwnedString};
 use crate::server::{clock_us, Ctx};
-use crate::time::ceil_ms;
-use storage::{plan_log, plan_string, Buckets, Fixed};
+use crate::time::{ceil_ms, STATE_HORIZON_US};
+use sorted_set::plan_log;
+use storage::{plan_string, Buckets, Fixed};
 use write::{announce, apply_planned, Effect, Write};
 
 use super::sliding_log::{self as log_glue, ZsetLog};
@@ -246,7 +249,7 @@ fn plan<'a>(
         // no key; anything the module did not write keeps its error.
         Err(e) if modes.policy && e.is_state_mismatch() => {
             let key = Key::open(ctx, name)?;
-            if !holds_limiter_state(ctx, &key)? {
+            if !holds_limiter_state(ctx, &key, now_us)? {
                 return Err(e);
             }
             at.fresh = true;
@@ -260,10 +263,10 @@ fn plan<'a>(
 
 /// Whether `key` holds a state some command of the module wrote: a string
 /// state of any algorithm, or a sliding log.
-fn holds_limiter_state(ctx: Ctx, key: &Key) -> Result<bool> {
+fn holds_limiter_state(ctx: Ctx, key: &Key, now_us: i64) -> Result<bool> {
     Ok(match key.kind()? {
         KeyKind::String => key.string()?.is_some_and(is_limiter_state),
-        KeyKind::SortedSet => ZsetLog::open(ctx, key).is_ok_and(|log| log.is_some()),
+        KeyKind::SortedSet => ZsetLog::open(ctx, key, now_us).is_ok_and(|log| log.is_some()),
         _ => false,
     })
 }
@@ -297,8 +300,14 @@ struct At<'o> {
 }
 
 impl At<'_> {
-    /// The `BLOCK` asked for: the longer of the call's and its policy's.
+    /// The `BLOCK` asked for: the longer of the call's and its policy's;
+    /// none for a `SHADOW` limit, whose refusals write nothing (its reply
+    /// is then its limiter's, not one answered as made during a block that
+    /// is never written).
     fn block_us(&self) -> Option<i64> {
+        if self.modes.shadow {
+            return None;
+        }
         longer(self.options.block_us, self.modes.block_us)
     }
 }

@@ -49,6 +49,11 @@ pub(super) trait StringState {
     /// Decodes the bytes after the block; `invalid` for bytes that no
     /// variant of this command wrote.
     fn decode(&self, inner: &[u8], invalid: Error) -> Result<Self::State>;
+    /// The latest instant `state` records ([`Algorithm::latest_us`]).
+    fn latest_us(&self, state: &Self::State) -> i64;
+    /// How far after the call an expiry this limiter writes may lie
+    /// ([`Algorithm::EXPIRY_HORIZON_US`]).
+    fn expiry_horizon_us(&self) -> i64;
     /// Decides a take: the decision and, when allowed, the new state with
     /// its expiry.
     fn take(
@@ -92,6 +97,16 @@ impl<A: Algorithm> StringState for Fixed<'_, A> {
     #[inline]
     fn decode(&self, inner: &[u8], invalid: Error) -> Result<A::State> {
         A::decode(inner).ok_or_else(|| A::mismatch(inner).unwrap_or(invalid))
+    }
+
+    #[inline]
+    fn latest_us(&self, state: &A::State) -> i64 {
+        A::latest_us(state)
+    }
+
+    #[inline]
+    fn expiry_horizon_us(&self) -> i64 {
+        A::EXPIRY_HORIZON_US
     }
 
     #[inline]
@@ -188,6 +203,17 @@ impl StringState for Buckets<'_> {
     }
 
     #[inline]
+    fn latest_us(&self, state: &Self::State) -> i64 {
+        state.latest_us()
+    }
+
+    #[inline]
+    fn expiry_horizon_us(&self) -> i64 {
+        // Two windows, as an unbucketed sliding window.
+        SlidingWindow::EXPIRY_HORIZON_US
+    }
+
+    #[inline]
     fn take(
         &self,
         state: Option<&Self::State>,
@@ -258,6 +284,10 @@ pub(super) fn plan_string<'a, L: StringState>(
     let now_us = at.now_us;
     let invalid = Error::InvalidState { command };
     let stored = if at.fresh { None } else { key.string()? };
+    // Longer than any state: not one (read no further).
+    if stored.is_some_and(|bytes| bytes.len() > MAX_STATE_BYTES) {
+        return Err(invalid);
+    }
     let old_len = stored.map(<[u8]>::len);
     let (blocked_until_us, inner_bytes) = match stored {
         None => (None, &[][..]),
@@ -268,6 +298,20 @@ pub(super) fn plan_string<'a, L: StringState>(
     } else {
         Some(limiter.decode(inner_bytes, invalid)?)
     };
+    let latest_us = state
+        .as_ref()
+        .map(|s| limiter.latest_us(s))
+        .max(blocked_until_us);
+    if latest_us.is_some_and(|t| t > now_us.saturating_add(STATE_HORIZON_US)) {
+        return Err(Error::ForeignState {
+            key: KeyName::new(name.bytes()?),
+            command,
+            why: NOT_OURS_AHEAD,
+        });
+    }
+    // Every expiry written is at most the horizon ahead: a cap that binds
+    // only on a state whose times lie ahead (the clock stepped back).
+    let cap_us = now_us.saturating_add(limiter.expiry_horizon_us());
     let p = plan_change(
         at.options.op,
         |cost| limiter.take(state.as_ref(), now_us, cost),
@@ -279,10 +323,15 @@ pub(super) fn plan_string<'a, L: StringState>(
     )?;
     let write = match p.change {
         Change::Nothing => Write::Nothing,
-        Change::Take((state, expire_at_us)) => L::write_state(None, &state, old_len, expire_at_us),
-        Change::Refund(Some((state, expire_at_us))) => {
-            L::write_state(p.block_in_force_until_us, &state, old_len, expire_at_us)
+        Change::Take((state, expire_at_us)) => {
+            L::write_state(None, &state, old_len, expire_at_us.min(cap_us))
         }
+        Change::Refund(Some((state, expire_at_us))) => L::write_state(
+            p.block_in_force_until_us,
+            &state,
+            old_len,
+            expire_at_us.min(cap_us),
+        ),
         Change::Refund(None) => match p.block_in_force_until_us {
             None => Write::Delete,
             Some(until) => L::write_bytes(Some(until), b"", old_len, until),
@@ -290,7 +339,8 @@ pub(super) fn plan_string<'a, L: StringState>(
         Change::Block { until_us } => {
             let current_us = key
                 .abs_expire_ms()?
-                .map_or(0, |ms| ms.saturating_mul(1_000));
+                .map_or(0, |ms| ms.saturating_mul(1_000))
+                .min(cap_us);
             L::write_bytes(Some(until_us), inner_bytes, old_len, current_us)
         }
     };
@@ -322,70 +372,4 @@ pub(super) fn bytes_write(
         old_len,
         expire_at_ms: ceil_ms(expire_at_us),
     }
-}
-
-pub(super) fn plan_log<'a>(
-    ctx: Ctx,
-    key: Key<'a>,
-    name: Arg<'a>,
-    log: &SlidingLog,
-    at: &At,
-) -> Result<(Key<'a>, Planned<'a>)> {
-    let now_us = at.now_us;
-    let zset = if at.fresh {
-        None
-    } else {
-        ZsetLog::open(ctx, &key)?
-    };
-    let blocked_until_us = zset.as_ref().and_then(ZsetLog::blocked_until_us);
-    let next_member = zset
-        .as_ref()
-        .and_then(ZsetLog::newest_member)
-        .map_or(0, |m| m.wrapping_add(1));
-    let p = plan_change(
-        at.options.op,
-        |cost| {
-            let outcome = match &zset {
-                Some(z) => log.decide(z, now_us, cost)?,
-                None => log.decide(&[][..], now_us, cost)?,
-            };
-            Ok((outcome.decision, outcome.update))
-        },
-        |tokens| {
-            let refunded = match &zset {
-                Some(z) => log.refund(z, now_us, tokens)?,
-                None => log.refund(&[][..], now_us, tokens)?,
-            };
-            let removes = refunded.remove_newest > 0;
-            let write = (
-                refunded.remove_newest,
-                refunded.delete,
-                refunded.expire_at_us,
-            );
-            Ok((refunded.decision, removes.then_some(write)))
-        },
-        zset.is_some(),
-        blocked_until_us,
-        now_us,
-        at.block_us(),
-    )?;
-    let write = match p.change {
-        Change::Nothing => Write::Nothing,
-        Change::Take(update) => Write::LogTake {
-            update,
-            next_member,
-            limit: log.limit(),
-        },
-        Change::Refund((remove_newest, delete, expire_at_us)) => {
-            let in_force = p.block_in_force_until_us;
-            Write::LogRefund {
-                remove_newest,
-                // A block in force keeps the key.
-                delete: delete && in_force.is_none(),
-                expire_at_us: in_force.map_or(expire_at_us, |until| until.max(expire_at_us)),
-            }
-        }
-        Change::Block { until_us } => Write::LogBlock { until_us },
-    };
-    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
 }

@@ -23,15 +23,19 @@ pub(super) enum Write {
         old_len: Option<usize>,
         expire_at_ms: i64,
     },
-    /// An allowed sliding-log request's update.
+    /// An allowed sliding-log request's update: `stale` are the members of
+    /// the entries it removes, read and checked when planned.
     LogTake {
         update: LogUpdate,
+        stale: Vec<OwnedString>,
         next_member: i64,
         limit: i64,
     },
-    /// Block a sliding log until then (µs).
+    /// Block a sliding log until then (µs); the key expires at
+    /// `expire_at_ms`.
     LogBlock {
         until_us: i64,
+        expire_at_ms: i64,
     },
     /// Remove the newest entries of a sliding log.
     LogRefund {
@@ -50,7 +54,12 @@ pub(super) enum Effect<'w> {
         expire_at_ms: i64,
     },
     Delete,
+    /// A sorted set deleted as `UNLINK` does (freed lazily).
+    Unlink,
     Zset {
+        /// Removed: the stale entries a take planned, then those a refund
+        /// found.
+        stale: &'w [OwnedString],
         removed: Vec<OwnedString>,
         score: Option<OwnedString>,
         added: Vec<OwnedString>,
@@ -62,11 +71,18 @@ pub(super) enum Effect<'w> {
 /// [`apply`], replacing first a key that holds another algorithm's state.
 pub(super) fn apply_planned<'w>(ctx: Ctx, key: &mut Key, p: &'w Planned) -> Result<Effect<'w>> {
     if p.replace && !matches!(p.write, Write::Nothing) {
-        key.delete()?;
-        if matches!(p.write, Write::LogTake { .. } | Write::LogBlock { .. }) {
-            // Replicas and the AOF hold the string too: their ZADD needs it
-            // gone (a SET replaces any type by itself).
-            effects::replicate_del(ctx, p.name)?;
+        if key.kind()? == KeyKind::SortedSet {
+            // A log may hold up to `SlidingLog::MAX_ENTRIES` entries: freed
+            // lazily, here and on replicas (a SET would free it at once).
+            key.unlink()?;
+            effects::replicate_unlink(ctx, p.name)?;
+        } else {
+            key.delete()?;
+            if matches!(p.write, Write::LogTake { .. } | Write::LogBlock { .. }) {
+                // Replicas and the AOF hold the string too: their ZADD needs
+                // it gone (a SET replaces any type by itself).
+                effects::replicate_del(ctx, p.name)?;
+            }
         }
     }
     apply(ctx, key, &p.write)
@@ -105,20 +121,26 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
         }
         Write::LogTake {
             update,
+            ref stale,
             next_member,
             limit,
         } => {
-            let w = log_glue::write(ctx, key, &update, next_member, limit)?;
+            let w = log_glue::write(ctx, key, &update, stale, next_member, limit)?;
             Effect::Zset {
-                removed: w.removed,
+                stale,
+                removed: Vec::new(),
                 score: Some(w.score),
                 added: w.added,
                 expire_at_ms: w.expire_at_ms,
             }
         }
-        Write::LogBlock { until_us } => {
-            let (score, member, expire_at_ms) = log_glue::block(ctx, key, until_us)?;
+        Write::LogBlock {
+            until_us,
+            expire_at_ms,
+        } => {
+            let (score, member) = log_glue::block(ctx, key, until_us, expire_at_ms)?;
             Effect::Zset {
+                stale: &[],
                 removed: Vec::new(),
                 score: Some(score),
                 added: vec![member],
@@ -131,13 +153,14 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
             expire_at_us,
         } => {
             if delete {
-                key.delete()?;
-                Effect::Delete
+                key.unlink()?;
+                Effect::Unlink
             } else {
                 let removed = log_glue::remove_newest(key, remove_newest)?;
                 let expire_at_ms = ceil_ms(expire_at_us);
                 key.set_abs_expire(expire_at_ms)?;
                 Effect::Zset {
+                    stale: &[],
                     removed,
                     score: None,
                     added: Vec::new(),
@@ -176,15 +199,21 @@ pub(super) fn announce(
                 effects::replicate_del(ctx, name)?;
             }
         }
+        Effect::Unlink => {
+            if propagating {
+                effects::replicate_unlink(ctx, name)?;
+            }
+        }
         Effect::Zset {
+            stale,
             removed,
             score,
             added,
             expire_at_ms,
         } => {
             if propagating {
-                if !removed.is_empty() {
-                    effects::replicate_zrem(ctx, name, removed)?;
+                if !stale.is_empty() || !removed.is_empty() {
+                    effects::replicate_zrem(ctx, name, &[stale, removed])?;
                 }
                 if let (Some(score), false) = (score, added.is_empty()) {
                     effects::replicate_zadd(ctx, name, score, added)?;
@@ -205,9 +234,16 @@ pub(super) fn announce(
             effects::notify(ctx, EventClass::String, c"set", name)?;
             effects::notify(ctx, EventClass::Generic, c"expire", name)?;
         }
-        Effect::Delete => effects::notify(ctx, EventClass::Generic, c"del", name)?,
-        Effect::Zset { removed, added, .. } => {
-            if !removed.is_empty() {
+        Effect::Delete | Effect::Unlink => {
+            effects::notify(ctx, EventClass::Generic, c"del", name)?;
+        }
+        Effect::Zset {
+            stale,
+            removed,
+            added,
+            ..
+        } => {
+            if !stale.is_empty() || !removed.is_empty() {
                 effects::notify(ctx, EventClass::SortedSet, c"zrem", name)?;
             }
             if !added.is_empty() {

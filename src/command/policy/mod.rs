@@ -61,6 +61,19 @@ pub struct Policy {
 
 pub use crate::definition::Rule;
 
+impl Policy {
+    /// Whether a call can use it here and now: a rule this module could
+    /// parse, whose cheapest call (`TOKENS 1`) fits the current
+    /// `sliding-log-call-budget` (a definition kept from when the budget
+    /// was larger, or accepted from a primary with a larger one, fails
+    /// every call with [`Error::OverBudget`]).
+    pub fn is_usable(&self) -> bool {
+        self.rule.as_ref().is_ok_and(|rule| {
+            super::decide::check_budget([&rule.limit], super::decide::Op::Take(1)).is_ok()
+        })
+    }
+}
+
 type Policies = BTreeMap<Vec<u8>, Arc<Policy>>;
 
 /// Every policy, by name (ordered: `LIST` and `DUMP` are sorted).
@@ -150,7 +163,7 @@ pub fn write_info(out: &mut InfoWriter) {
     let map = policies();
     out.field(c"policies_enabled", u64::from(settings::policies()));
     out.field(c"policies", map.len() as u64);
-    let unusable = map.values().filter(|p| p.rule.is_err()).count();
+    let unusable = map.values().filter(|p| !p.is_usable()).count();
     out.field(c"policies_unusable", unusable as u64);
     let omitted = map.len().saturating_sub(INFO_POLICY_LINES);
     out.field(c"policy_lines_omitted", omitted as u64);

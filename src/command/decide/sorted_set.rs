@@ -1,0 +1,94 @@
+//! Planning a sliding log over its sorted set: open the log (checked as one
+//! the module wrote, [`ZsetLog::open`]), run the one plan, and turn its
+//! change into a [`Write`].
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+pub(super) fn plan_log<'a>(
+    ctx: Ctx,
+    key: Key<'a>,
+    name: Arg<'a>,
+    log: &SlidingLog,
+    at: &At,
+) -> Result<(Key<'a>, Planned<'a>)> {
+    let now_us = at.now_us;
+    let zset = if at.fresh {
+        None
+    } else {
+        ZsetLog::open(ctx, &key, now_us)?
+    };
+    // As for a string state: every expiry at most the horizon ahead.
+    let cap_us = now_us.saturating_add(SlidingLog::EXPIRY_HORIZON_US);
+    let blocked_until_us = zset.as_ref().and_then(ZsetLog::blocked_until_us);
+    let next_member = zset
+        .as_ref()
+        .and_then(ZsetLog::newest_member)
+        .map_or(0, |m| m.wrapping_add(1));
+    let p = plan_change(
+        at.options.op,
+        |cost| {
+            let outcome = match &zset {
+                Some(z) => log.decide(z, now_us, cost)?,
+                None => log.decide(&[][..], now_us, cost)?,
+            };
+            Ok((outcome.decision, outcome.update))
+        },
+        |tokens| {
+            let refunded = match &zset {
+                Some(z) => log.refund(z, now_us, tokens)?,
+                None => log.refund(&[][..], now_us, tokens)?,
+            };
+            let removes = refunded.remove_newest > 0;
+            let write = (
+                refunded.remove_newest,
+                refunded.delete,
+                refunded.expire_at_us,
+            );
+            Ok((refunded.decision, removes.then_some(write)))
+        },
+        zset.is_some(),
+        blocked_until_us,
+        now_us,
+        at.block_us(),
+    )?;
+    let write = match p.change {
+        Change::Nothing => Write::Nothing,
+        Change::Take(mut update) => {
+            update.expire_at_us = update.expire_at_us.min(cap_us);
+            // The entries the write removes, read (and checked) now: an
+            // error leaves every key of the call untouched.
+            let stale = match &zset {
+                Some(z) if !at.options.peek => {
+                    z.stale_members(update.remove_through_us, update.remove_at_most)?
+                }
+                _ => Vec::new(),
+            };
+            Write::LogTake {
+                update,
+                stale,
+                next_member,
+                limit: log.limit(),
+            }
+        }
+        Change::Refund((remove_newest, delete, expire_at_us)) => {
+            let in_force = p.block_in_force_until_us;
+            Write::LogRefund {
+                remove_newest,
+                // A block in force keeps the key.
+                delete: delete && in_force.is_none(),
+                expire_at_us: in_force
+                    .map_or(expire_at_us, |until| until.max(expire_at_us))
+                    .min(cap_us),
+            }
+        }
+        Change::Block { until_us } => {
+            let current_ms = key.abs_expire_ms()?.unwrap_or(0).min(ceil_ms(cap_us));
+            Write::LogBlock {
+                until_us,
+                expire_at_ms: current_ms.max(ceil_ms(until_us)),
+            }
+        }
+    };
+    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
+}

@@ -1,0 +1,311 @@
+//! Keys the module did not write (issue 29): whatever a client with write
+//! access to a limiter's key stores there, every call stays within its
+//! budget (an empty SLOWLOG at a 5 ms threshold). A value that is not one
+//! of the module's gets an error naming the key and nothing is written; a
+//! log as long as a log can be is freed lazily (`UNLINK`); every expiry the
+//! module writes is at most 366 days ahead (732 for a sliding window).
+
+mod common;
+
+use common::{aof_contents, call, call_err, fill_stale_log, query, slow_module_calls, Server};
+
+const DAY_US: i64 = 86_400_000_000;
+const DAY_MS: i64 = 86_400_000;
+
+/// One test at a time: each fills keys with hundreds of thousands of
+/// entries, and a server starved of CPU by the others' would log slow calls
+/// that are not the module's.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A server that logs every call slower than 5 ms, with the AOF on (every
+/// write propagates).
+fn slowlog_server() -> Server {
+    Server::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "no",
+        // No rewrite forked meanwhile (its copy-on-write slows every write).
+        "--auto-aof-rewrite-percentage",
+        "0",
+        "--slowlog-log-slower-than",
+        "5000",
+    ])
+}
+
+fn now_us(con: &mut redis::Connection) -> i64 {
+    let t: Vec<String> = query(con, &["TIME"]).unwrap();
+    t[0].parse::<i64>().unwrap() * 1_000_000 + t[1].parse::<i64>().unwrap()
+}
+
+fn assert_no_slow_calls(con: &mut redis::Connection) {
+    let slow = slow_module_calls(con);
+    assert!(slow.is_empty(), "calls slower than 5 ms: {slow:?}");
+}
+
+#[test]
+fn sorted_sets_with_foreign_members_are_refused_without_reading_them() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = slowlog_server();
+    let mut con = server.connect();
+    let big = "x".repeat(4_000);
+    let keys: Vec<String> = (0..64).map(|i| format!("fm{i}")).collect();
+    for key in &keys {
+        // 200 stale entries with 4,000-byte members, then a newest entry
+        // the module could have written (member 0, as stale).
+        fill_stale_log(&mut con, key, 200, |i| format!("{big}{i}"));
+    }
+    let _: () = query(&mut con, &["SLOWLOG", "RESET"]).unwrap();
+
+    // 64 × (31 + 31) = 3,968 entries: within the default call budget.
+    let mut args = vec!["RL.ALL", "64"];
+    args.extend(keys.iter().map(String::as_str));
+    for _ in &keys {
+        args.extend(["SLIDINGLOG", "31", "1"]);
+    }
+    args.extend(["TOKENS", "31"]);
+    let err = call_err(&mut con, &args);
+    assert_eq!(
+        err,
+        "ERR the value at key 'fm0' is not RL.SLIDINGLOG state (a member the module did not write)"
+    );
+    // Nothing was written anywhere.
+    for key in &keys {
+        assert_eq!(
+            query::<i64>(&mut con, &["ZCARD", key]).unwrap(),
+            201,
+            "{key}"
+        );
+        assert_eq!(query::<i64>(&mut con, &["PTTL", key]).unwrap(), -1, "{key}");
+    }
+    // Each alone, and a refund, the same.
+    for extra in [&["TOKENS", "31"][..], &["REFUND", "1"][..], &[][..]] {
+        let mut args = vec!["RL.SLIDINGLOG", "fm7", "31", "1"];
+        args.extend(extra);
+        assert_eq!(
+            call_err(&mut con, &args),
+            "ERR the value at key 'fm7' is not RL.SLIDINGLOG state (a member the module did not write)",
+            "{args:?}"
+        );
+    }
+    // A foreign member among the live entries (counted from the newest).
+    let now = now_us(&mut con);
+    let live: Vec<String> = vec![
+        "ZADD".into(),
+        "fl".into(),
+        (now - 3_000).to_string(),
+        big.clone(),
+        (now - 2_000).to_string(),
+        "1".into(),
+        (now - 1_000).to_string(),
+        "2".into(),
+    ];
+    let live: Vec<&str> = live.iter().map(String::as_str).collect();
+    let _: i64 = query(&mut con, &live).unwrap();
+    // Refused: the entry whose leaving makes room is the foreign one.
+    assert_eq!(
+        call_err(&mut con, &["RL.SLIDINGLOG", "fl", "3", "60"]),
+        "ERR the value at key 'fl' is not RL.SLIDINGLOG state (a member the module did not write)"
+    );
+    assert_eq!(query::<i64>(&mut con, &["ZCARD", "fl"]).unwrap(), 3);
+    assert_no_slow_calls(&mut con);
+}
+
+#[test]
+fn a_sorted_set_longer_than_any_log_is_refused_and_the_longest_log_is_freed_lazily() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = slowlog_server();
+    let mut con = server.connect();
+    // A million stale entries and one live one: no log is that long.
+    fill_stale_log(&mut con, "z1", 1_000_000, |i| (i + 1).to_string());
+    let now = now_us(&mut con);
+    let _: i64 = query(&mut con, &["ZADD", "z1", &now.to_string(), "0"]).unwrap();
+    // The longest log there can be: every member below 200,000, all stale
+    // but the newest, which is live.
+    fill_stale_log(&mut con, "z2", 199_999, |i| (i + 1).to_string());
+    let _: i64 = query(&mut con, &["ZADD", "z2", &now.to_string(), "0"]).unwrap();
+    assert_eq!(query::<i64>(&mut con, &["ZCARD", "z2"]).unwrap(), 200_000);
+    let _: () = query(&mut con, &["SLOWLOG", "RESET"]).unwrap();
+
+    for extra in [&["REFUND", "1"][..], &[][..], &["PEEK"][..]] {
+        let mut args = vec!["RL.SLIDINGLOG", "z1", "10", "60"];
+        args.extend(extra);
+        assert_eq!(
+            call_err(&mut con, &args),
+            "ERR the value at key 'z1' is not RL.SLIDINGLOG state (more than 200001 entries)",
+            "{args:?}"
+        );
+    }
+    assert_eq!(query::<i64>(&mut con, &["ZCARD", "z1"]).unwrap(), 1_000_001);
+
+    // The refund empties the longest log: it is deleted as UNLINK does,
+    // and propagated so.
+    let reply = call(
+        &mut con,
+        &["RL.SLIDINGLOG", "z2", "10", "60", "REFUND", "1"],
+    );
+    assert_eq!(reply, [0, 10, 10, -1, 0]);
+    assert_eq!(query::<i64>(&mut con, &["EXISTS", "z2"]).unwrap(), 0);
+    assert_no_slow_calls(&mut con);
+
+    // A policy whose algorithm changed replaces such a log lazily too.
+    let _: () = query(
+        &mut con,
+        &["RL.POLICY", "SET", "p", "SLIDINGLOG", "10", "60"],
+    )
+    .unwrap();
+    fill_stale_log(&mut con, "z3", 199_999, |i| (i + 1).to_string());
+    let now = now_us(&mut con);
+    let _: i64 = query(&mut con, &["ZADD", "z3", &now.to_string(), "0"]).unwrap();
+    let _: () = query(
+        &mut con,
+        &["RL.POLICY", "SET", "p", "GCRA", "9", "10", "1", "RESET"],
+    )
+    .unwrap();
+    let _: () = query(&mut con, &["SLOWLOG", "RESET"]).unwrap();
+    let reply = call(&mut con, &["RL.LIMIT", "z3", "p"]);
+    assert_eq!(reply[0], 0, "{reply:?}");
+    assert_eq!(
+        query::<String>(&mut con, &["TYPE", "z3"]).unwrap(),
+        "string"
+    );
+    // A policy over the million-entry set keeps its error.
+    let err = call_err(&mut con, &["RL.LIMIT", "z1", "p"]);
+    assert!(err.starts_with("WRONGTYPE"), "{err}");
+    assert_eq!(query::<i64>(&mut con, &["ZCARD", "z1"]).unwrap(), 1_000_001);
+    assert_no_slow_calls(&mut con);
+
+    let aof = String::from_utf8_lossy(&aof_contents(server.dir.path())).to_lowercase();
+    assert_eq!(
+        aof.matches("unlink").count(),
+        2,
+        "the AOF holds both UNLINKs"
+    );
+}
+
+#[test]
+fn a_string_state_ahead_of_the_horizon_is_refused_and_left_alone() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = slowlog_server();
+    let mut con = server.connect();
+    let now = now_us(&mut con);
+    let ahead = now + 3_650 * DAY_US; // ten years
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        ("RL.GCRA", ahead.to_string(), vec!["4", "10", "1"]),
+        ("RL.TOKENBUCKET", ahead.to_string(), vec!["4", "1", "1"]),
+        ("RL.LEAKYBUCKET", ahead.to_string(), vec!["4", "1", "1"]),
+        ("RL.FIXEDWINDOW", format!("{ahead}:1"), vec!["4", "10"]),
+        (
+            "RL.FIXEDWINDOW",
+            format!("F{ahead}:1"),
+            vec!["4", "10", "ALIGN", "FIRST"],
+        ),
+        ("RL.SLIDINGWINDOW", format!("{ahead}:0:1"), vec!["4", "10"]),
+        (
+            "CL.THROTTLE",
+            (ahead as i128 * 1_000).to_string(),
+            vec!["4", "10", "1"],
+        ),
+        // A block ending ten years ahead, over a valid state.
+        ("RL.GCRA", format!("B{ahead};{now}"), vec!["4", "10", "1"]),
+        ("RL.FIXEDWINDOW", format!("B{ahead};"), vec!["4", "10"]),
+    ];
+    for (i, (command, value, params)) in cases.iter().enumerate() {
+        let key = format!("s{i}");
+        let _: () = query(&mut con, &["SET", &key, value]).unwrap();
+        let extras = if *command == "CL.THROTTLE" {
+            vec![&[][..], &["1"][..]]
+        } else {
+            vec![&["REFUND", "1"][..], &[][..], &["PEEK"][..]]
+        };
+        for extra in extras {
+            let mut args = vec![*command, key.as_str()];
+            args.extend(params);
+            args.extend(extra);
+            assert_eq!(
+                call_err(&mut con, &args),
+                format!(
+                    "ERR the value at key '{key}' is not {command} state (a time more than 366 days after the server clock)"
+                ),
+                "{args:?}"
+            );
+        }
+        assert_eq!(query::<String>(&mut con, &["GET", &key]).unwrap(), *value);
+        assert_eq!(query::<i64>(&mut con, &["PTTL", &key]).unwrap(), -1);
+    }
+    // A sliding log whose newest entry, or whose block, lies ten years ahead.
+    let _: i64 = query(&mut con, &["ZADD", "l1", &ahead.to_string(), "0"]).unwrap();
+    let _: i64 = query(&mut con, &["ZADD", "l2", &now.to_string(), "0"]).unwrap();
+    let _: i64 = query(&mut con, &["ZADD", "l2", &ahead.to_string(), "B"]).unwrap();
+    for key in ["l1", "l2"] {
+        assert_eq!(
+            call_err(&mut con, &["RL.SLIDINGLOG", key, "10", "60"]),
+            format!(
+                "ERR the value at key '{key}' is not RL.SLIDINGLOG state (a time more than 366 days after the server clock)"
+            )
+        );
+        assert_eq!(query::<i64>(&mut con, &["PTTL", key]).unwrap(), -1);
+    }
+    // A policy over such a value keeps the error too.
+    let _: () = query(&mut con, &["RL.POLICY", "SET", "g", "GCRA", "4", "10", "1"]).unwrap();
+    let err = call_err(&mut con, &["RL.LIMIT", "s0", "g", "REFUND", "1"]);
+    assert!(err.contains("key 's0'"), "{err}");
+    // A long key name is cut in the message.
+    let long = "k".repeat(100);
+    let _: () = query(&mut con, &["SET", &long, &ahead.to_string()]).unwrap();
+    let err = call_err(&mut con, &["RL.GCRA", &long, "4", "10", "1"]);
+    assert!(err.contains(&format!("'{}...'", "k".repeat(64))), "{err}");
+    assert_no_slow_calls(&mut con);
+}
+
+#[test]
+fn every_expiry_the_module_writes_is_within_the_horizon() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let now = now_us(&mut con);
+    let year = "31622400"; // 366 days, the longest window
+                           // Window starts 300 days ahead (only a clock stepped back, or another
+                           // writer, leaves those): a year-long window would keep the key 666 days.
+    let start = now + 300 * DAY_US;
+    let _: () = query(&mut con, &["SET", "fw", &format!("{start}:1")]).unwrap();
+    assert_eq!(call(&mut con, &["RL.FIXEDWINDOW", "fw", "10", year])[0], 0);
+    let _: () = query(&mut con, &["SET", "sw", &format!("{start}:0:1")]).unwrap();
+    assert_eq!(
+        call(&mut con, &["RL.SLIDINGWINDOW", "sw", "10", year])[0],
+        0
+    );
+    let _: i64 = query(&mut con, &["ZADD", "sl", &start.to_string(), "0"]).unwrap();
+    assert_eq!(call(&mut con, &["RL.SLIDINGLOG", "sl", "10", year])[0], 0);
+    // A key another client set to expire in ten years, then blocked: the
+    // block keeps the longer expiry, up to the horizon.
+    assert_eq!(call(&mut con, &["RL.GCRA", "gb", "0", "1", "60"])[0], 0);
+    assert_eq!(call(&mut con, &["RL.SLIDINGLOG", "lb", "1", "60"])[0], 0);
+    for key in ["gb", "lb"] {
+        let _: i64 = query(&mut con, &["PEXPIRE", key, &(3_650 * DAY_MS).to_string()]).unwrap();
+    }
+    assert_eq!(
+        call(&mut con, &["RL.GCRA", "gb", "0", "1", "60", "BLOCK", "10"])[0],
+        1
+    );
+    assert_eq!(
+        call(&mut con, &["RL.SLIDINGLOG", "lb", "1", "60", "BLOCK", "10"])[0],
+        1
+    );
+
+    for (key, horizon_days) in [
+        ("fw", 366),
+        ("sw", 732),
+        ("sl", 366),
+        ("gb", 366),
+        ("lb", 366),
+    ] {
+        let pttl: i64 = query(&mut con, &["PTTL", key]).unwrap();
+        assert!(
+            // (+ 1 ms: the µs expiry is rounded up to the ms)
+            pttl > 0 && pttl <= horizon_days * DAY_MS + 1,
+            "{key}: PTTL {pttl} ms, more than {horizon_days} days"
+        );
+    }
+}
