@@ -228,7 +228,7 @@ def parse_profile(path):
                 self_cost[fn] += cost
     inclusive = {f: self_cost[f] + inclusive_calls[f] for f in set(self_cost) | set(inclusive_calls)}
     module_self = sum(c for f, c in self_cost.items() if MODULE_OBJECT in (fn_object.get(f) or ""))
-    return inclusive, module_self, module_api, total
+    return inclusive, module_self, module_api, total, self_cost
 
 
 def main():
@@ -242,6 +242,7 @@ def main():
     ap.add_argument("--library")
     ap.add_argument("--script", action="append", default=[])
     ap.add_argument("--total", action="store_true")
+    ap.add_argument("--top", type=int, default=0, help="also print the N functions with the most instructions of their own")
     ap.add_argument("argv", nargs="+")
     args = ap.parse_args()
     for path in [args.server] + ([] if args.no_module else [args.module]) + ([args.library] if args.library else []) + args.script:
@@ -301,7 +302,7 @@ def main():
         if not os.path.exists(final):
             found = os.listdir(tmp)
             raise SystemExit(f"no callgrind output at exit (found {found}); see the server log")
-        inclusive, module_self, module_api, total = parse_profile(final)
+        inclusive, module_self, module_api, total, self_cost = parse_profile(final)
 
     n = args.calls
     print(f"{' '.join(args.argv)}: {n} calls over {args.keys} keys"
@@ -325,6 +326,10 @@ def main():
         print(f"  {inclusive['call'] / n:8.0f}  call() (the command plus its propagation and statistics)")
     if args.total:
         print(f"  {total / n:8.0f}  the whole request (every instruction of the server, per call)")
+    if args.top:
+        print(f"  the {args.top} functions with the most instructions of their own, per call:")
+        for fn, cost in self_cost.most_common(args.top):
+            print(f"  {cost / n:8.0f}    {fn}")
 
 
 if __name__ == "__main__":

@@ -671,7 +671,14 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
             (pool.wide[i].clone(), kind, params)
         } else {
             let kind = *rng.pick(&ALL_KINDS);
-            let k = pool.key_for(rng, kind);
+            // Distinct keys (a repeated one is made on purpose below).
+            let mut k = pool.key_for(rng, kind);
+            for _ in 0..8 {
+                if !keys.contains(&k.name) {
+                    break;
+                }
+                k = pool.key_for(rng, kind);
+            }
             let kind = if ALL_KINDS.contains(&k.cmd) && rng.chance(90) {
                 k.cmd
             } else {

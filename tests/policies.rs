@@ -790,6 +790,9 @@ fn policies_unloadable_refuses_policy_commands_and_keeps_the_module_unloadable()
 /// unusable until the budget fits it again (issue 29).
 #[test]
 fn a_policy_over_the_call_budget_counts_as_unusable() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start_with(&["--save", ""]);
     let mut con = server.connect();
     let unusable =
@@ -842,6 +845,9 @@ fn a_policy_over_the_call_budget_counts_as_unusable() {
 /// not one answered as made during a block never written (issue 29).
 #[test]
 fn a_shadow_policy_with_block_replies_as_without_it() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start_with(&["--save", ""]);
     let mut con = server.connect();
     ok(
