@@ -177,8 +177,11 @@ mutants: setup ## Mutation testing of core/src/algorithm/ (cargo-mutants, lib te
 	    else echo "mutants: none missed; the timeouts (mutants.out/timeout.txt) count as caught"; rc=0; fi; \
 	  fi; exit $$rc
 
-bench: build ## Benchmark every command vs SET … PX, INCR and Lua; writes bench/README.md
+bench: build ## Benchmark every command vs SET … PX, INCR and Lua; the Functions library vs the peers' Lua and the module (callgrind); writes bench/README.md
 	python3 bench/bench.py --module $(MODULE_RELEASE) --write-readme
+	@scripts/setup.sh memcheck
+	@scripts/servers.sh memcheck >/dev/null
+	python3 bench/peers.py --module $(MODULE_RELEASE) --write-readme
 
 # One command's instructions per call under callgrind (repeatable, unlike time): the module's
 # own code and each server API it calls. ARGS is the command (__rand_int__ → key numbers).
