@@ -69,6 +69,33 @@ ROWS = [
 ]
 
 
+INTRO = """## The Functions library and the peers' Lua
+
+`bench/peers.py` (the second part of `make bench`) counts, under callgrind,
+every instruction the server runs per call (the whole request: reading,
+parsing, the command and its Lua, propagation, the reply, the event loop)
+over a pipelined run, for the Lua that users run today for an algorithm
+(bench/peers/: each script names its source, commit and licence), for the
+Functions library's function for the same algorithm, and for the module's
+command, on one server (Redis 7.0 with symbols). Issue 30's targets: the
+library at most 0.8 × each peer, the module at most 1/3 of the library.
+
+"""
+
+FLOORS = """The floors, measured the same way (bench/peers/floor_*.lua): `EVALSHA` of
+`return 1` costs {noop} instructions per call, and a script that does only
+`TIME`, `GET` and `SET … PXAT` and returns five integers (what a limiter that
+decides on the server at the server's clock does at least) {three}: each
+`redis.call` costs about 11,000. The peers that decide on the client
+(rate-limiter-flexible only counts: the decision is JavaScript's) or take the
+client's clock (limits, Upstash) run fewer or cheaper calls; 0.8 × the cheapest
+peer's count can lie below the second floor, where no script that decides at
+the server's clock can reach it. Above the floor is the library's own Lua
+(argument parsing and checks, the decision): `bench/callgrind.py --top 25`
+shows where (`luaV_execute`, Lua calls, `malloc`/`free`, string interning,
+`strtod`)."""
+
+
 def measure(common, extra, argv):
     """Whole-request instructions per call (bench/callgrind.py --total)."""
     cmd = [sys.executable, os.path.join(HERE, "callgrind.py"), "--total"] + common + extra + ["--"] + argv
@@ -112,6 +139,13 @@ def main():
                 f"| {lib / p:.2f} | {mod / lib:.2f} |")
         print(line, flush=True)
         lines.append(line)
+    floors = []
+    for script, what in (("floor_noop.lua", "`return 1`"),
+                         ("floor_time_get_set.lua", "`TIME`, `GET`, `SET … PXAT` and five integers")):
+        f = measure(common, ["--no-module", "--script", os.path.join(PEERS, script)],
+                    ["EVALSHA", "__sha0__", "1", "f:__rand_int__"])
+        floors.append(f)
+        print(f"floor: {what}: {f:,}", flush=True)
     verdict = (f"Targets: library ≤ 0.80 × peer (worst {worst_library:.2f}: "
                f"{'met' if worst_library <= 0.8 else 'NOT met'}); module ≤ 0.33 × library "
                f"(worst {worst_module:.2f}: {'met' if worst_module <= 1 / 3 else 'NOT met'}).")
@@ -120,11 +154,12 @@ def main():
         text = open(README, encoding="utf-8").read()
         table = "\n".join(lines)
         block = (f"{BEGIN}\nWhole-request instructions per call (callgrind, {args.calls:,} pipelined calls over "
-                 f"{args.keys:,} keys, Redis 7.0; `bench/peers.py`):\n\n{table}\n\n{verdict}\n{END}")
+                 f"{args.keys:,} keys, Redis 7.0; `bench/peers.py`):\n\n{table}\n\n{verdict}\n\n"
+                 + FLOORS.format(noop=f"{floors[0]:,}", three=f"{floors[1]:,}") + f"\n{END}")
         if BEGIN in text:
             text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
         else:
-            text = text.rstrip("\n") + "\n\n## The Functions library and the peers' Lua\n\n" + block + "\n"
+            text = text.rstrip("\n") + "\n\n" + INTRO + block + "\n"
         open(README, "w", encoding="utf-8").write(text)
 
 

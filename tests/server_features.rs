@@ -190,6 +190,28 @@ fn next_event(pubsub: &mut redis::PubSub) -> (String, String) {
     (event, msg.get_payload().unwrap())
 }
 
+thread_local! {
+    /// The last event [`next_distinct_event`] returned.
+    static LAST_EVENT: std::cell::RefCell<Option<(String, String)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// [`next_event`], past a `zadd` that repeats the one before it under
+/// RATELIMIT_ENGINE=functions: the library's events are those of the
+/// commands it runs (docs/functions.md), and its sliding log adds with one
+/// `ZADD` per entry, so one call may raise several `zadd` in a row where the
+/// module raises one.
+fn next_distinct_event(pubsub: &mut redis::PubSub) -> (String, String) {
+    loop {
+        let event = next_event(pubsub);
+        let repeated = LAST_EVENT.with(|last| last.borrow().as_ref() == Some(&event));
+        if common::engine() == common::Engine::Functions && event.0 == "zadd" && repeated {
+            continue;
+        }
+        LAST_EVENT.with(|last| *last.borrow_mut() = Some(event.clone()));
+        return event;
+    }
+}
+
 #[test]
 fn writes_raise_the_keyspace_events_of_set_expire_and_zadd() {
     let server = Server::start_with(&["--save", "", "--notify-keyspace-events", "KEA"]);
@@ -226,36 +248,36 @@ fn writes_raise_the_keyspace_events_of_set_expire_and_zadd() {
         &mut con,
         &["RL.SLIDINGLOG", "log", "3", "0.2", "TOKENS", "2"],
     );
-    assert_eq!(next_event(&mut pubsub), log("zadd"));
-    assert_eq!(next_event(&mut pubsub), log("expire"));
+    assert_eq!(next_distinct_event(&mut pubsub), log("zadd"));
+    assert_eq!(next_distinct_event(&mut pubsub), log("expire"));
     std::thread::sleep(Duration::from_millis(100));
     call(&mut con, &["RL.SLIDINGLOG", "log", "3", "0.2"]);
-    assert_eq!(next_event(&mut pubsub), log("zadd"));
-    assert_eq!(next_event(&mut pubsub), log("expire"));
+    assert_eq!(next_distinct_event(&mut pubsub), log("zadd"));
+    assert_eq!(next_distinct_event(&mut pubsub), log("expire"));
     // 0.2 s after the first two entries they leave the window (the third
     // keeps the key alive): removing them raises zrem.
     std::thread::sleep(Duration::from_millis(120));
     call(&mut con, &["RL.SLIDINGLOG", "log", "3", "0.2"]);
-    assert_eq!(next_event(&mut pubsub), log("zrem"));
-    assert_eq!(next_event(&mut pubsub), log("zadd"));
-    assert_eq!(next_event(&mut pubsub), log("expire"));
+    assert_eq!(next_distinct_event(&mut pubsub), log("zrem"));
+    assert_eq!(next_distinct_event(&mut pubsub), log("zadd"));
+    assert_eq!(next_distinct_event(&mut pubsub), log("expire"));
     // Many expired entries removed by one call: still one event.
     let big = |e: &str| (e.to_string(), "big".to_string());
     call(
         &mut con,
         &["RL.SLIDINGLOG", "big", "100", "0.2", "TOKENS", "50"],
     );
-    assert_eq!(next_event(&mut pubsub), big("zadd"));
-    assert_eq!(next_event(&mut pubsub), big("expire"));
+    assert_eq!(next_distinct_event(&mut pubsub), big("zadd"));
+    assert_eq!(next_distinct_event(&mut pubsub), big("expire"));
     std::thread::sleep(Duration::from_millis(100));
     call(&mut con, &["RL.SLIDINGLOG", "big", "100", "0.2"]);
-    assert_eq!(next_event(&mut pubsub), big("zadd"));
-    assert_eq!(next_event(&mut pubsub), big("expire"));
+    assert_eq!(next_distinct_event(&mut pubsub), big("zadd"));
+    assert_eq!(next_distinct_event(&mut pubsub), big("expire"));
     std::thread::sleep(Duration::from_millis(120));
     call(&mut con, &["RL.SLIDINGLOG", "big", "100", "0.2"]);
-    assert_eq!(next_event(&mut pubsub), big("zrem"));
-    assert_eq!(next_event(&mut pubsub), big("zadd"));
-    assert_eq!(next_event(&mut pubsub), big("expire"));
+    assert_eq!(next_distinct_event(&mut pubsub), big("zrem"));
+    assert_eq!(next_distinct_event(&mut pubsub), big("zadd"));
+    assert_eq!(next_distinct_event(&mut pubsub), big("expire"));
 }
 
 #[test]
