@@ -120,19 +120,15 @@ fn with_key(cmd: &[&str], key: &str) -> Vec<String> {
 }
 
 fn cluster_call(con: &mut redis::cluster::ClusterConnection, args: &[String]) -> [i64; 5] {
-    let mut cmd = redis::cmd(&args[0]);
-    for a in &args[1..] {
-        cmd.arg(a);
-    }
-    let v: Vec<i64> = cmd.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v: Vec<i64> = common::cmd(&words)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     v.try_into().unwrap()
 }
 
 #[test]
 fn commands_route_by_key_and_decide_across_the_cluster() {
-    if !common::module_only("the cluster harness loads the module on every node") {
-        return;
-    }
     let cluster = Cluster::start();
     let mut con = cluster.client();
     for (prefix, cmd, limit) in COMMANDS {
@@ -167,9 +163,6 @@ fn commands_route_by_key_and_decide_across_the_cluster() {
 
 #[test]
 fn moving_a_slot_keeps_each_limiters_state_and_expiry() {
-    if !common::module_only("the cluster harness loads the module on every node") {
-        return;
-    }
     let cluster = Cluster::start();
     let mut con = cluster.client();
     // Limiter keys that share one slot through a hash tag, each used twice.
@@ -254,9 +247,6 @@ fn moving_a_slot_keeps_each_limiters_state_and_expiry() {
 
 #[test]
 fn all_needs_its_keys_in_one_slot_and_hash_tags_put_them_there() {
-    if !common::module_only("the cluster harness loads the module on every node") {
-        return;
-    }
     let cluster = Cluster::start();
     let all = |a: &str, b: &str| -> Vec<String> {
         [
