@@ -174,7 +174,7 @@ pub fn all<'a>(
     Ok(answer)
 }
 
-/// Refuses a call whose sliding logs may touch more entries than the module
+/// Refuses a call whose sliding logs (and lease sets) may touch more entries than the module
 /// setting `sliding-log-call-budget` ([`SlidingLog::call_entries`], summed),
 /// before any key is opened: [`Error::OverBudget`]. Other limits count 0
 /// (their work is O(1); `RL.ALL` takes at most 64).
@@ -186,6 +186,8 @@ pub fn check_budget<'l>(limits: impl IntoIterator<Item = &'l Limit>, op: Op) -> 
         .into_iter()
         .map(|limit| match limit {
             Limit::SlidingLog(log) => log.call_entries(tokens),
+            // A lease set's walk is bounded as a log's.
+            Limit::Concurrency(c) => c.limit() + tokens.clamp(0, c.limit()),
             _ => 0,
         })
         .fold(0i64, i64::saturating_add);
