@@ -226,20 +226,18 @@ impl<'k, 'a, 'i> LeaseZset<'k, 'a, 'i> {
         let mut foreign_newest = false;
         let mut blocked_until_us = None;
         key.zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
+            // The block, if it comes first, then the newest slot: two steps.
             let member = entry.member.bytes();
             if member == BLOCK_MEMBER {
                 blocked_until_us = Some(score_us(entry.score));
-                return newest.is_none();
-            }
-            if newest.is_some() {
-                return false;
+                return true;
             }
             let score_ok = entry.score.is_finite()
                 && entry.score.fract() == 0.0
                 && entry.score >= MIN_TIMESTAMP_US;
             foreign_newest = !score_ok || split_member(member).is_none();
             newest = Some(score_us(entry.score));
-            blocked_until_us.is_none()
+            false
         })?;
         if foreign_newest {
             return Err(Error::InvalidState { command: COMMAND });
