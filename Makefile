@@ -75,15 +75,18 @@ test-examples: build ## Run examples/python and examples/node against a real ser
 	@scripts/setup.sh examples
 	scripts/test-examples.sh $(MODULE_RELEASE)
 
-test-python: build ## Test the Python package clients/python (client, limits storage for flask-limiter/slowapi, middleware) and limits' own tests against the module
+test-python: build ## Test the Python package clients/python (client, limits storage for flask-limiter/slowapi, middleware) and limits' own tests on both engines: a server with the module, then one without it (the Functions library)
 	@scripts/setup.sh python-clients
 	build/python-clients/bin/python -m pip install -q --no-deps --no-build-isolation --force-reinstall ./clients/python
 	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m pytest -q -p no:cacheprovider tests
 	cd clients/python && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m limits_suite.run -q
+	cd clients/python && RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m pytest -q -p no:cacheprovider tests
+	cd clients/python && RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) ../../build/python-clients/bin/python -m limits_suite.run -q
 
-test-node: build ## Run clients/node's tests (node --test: node-redis and ioredis, Express, express-rate-limit) against a real server with the module
+test-node: build ## Run clients/node's tests (node --test: node-redis and ioredis, Express, express-rate-limit) on both engines: a server with the module, then one without it (the Functions library)
 	@scripts/setup.sh node
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) npm test
+	cd clients/node && RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_RELEASE) REDIS_SERVER=$(REDIS_SERVER) npm test
 
 dist: build ## Write dist/redis-ratelimit-<version>-linux-<arch>.tar.gz (module, README, docs/, LICENSE, config snippet) and dist/SHA256SUMS
 	@scripts/setup.sh packages

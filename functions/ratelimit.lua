@@ -1200,11 +1200,13 @@ end
 function SLIDINGLOG.parse(a, at)
   local limit = integer(a, at, 'limit')
   local window_us = seconds_as_us(a, at + 1, 'window')
-  if limit < 1 or limit > SLIDING_LOG_HARD_MAX then e_range('limit', '>= 1 and <= 100000') end
-  if window_us < 1 or window_us > MAX_PERIOD_US then e_period('window') end
+  -- The setting (fixed at the module's default, below its own maximum) first:
+  -- every too-large limit reads one way, as in the module.
   if limit > SLIDING_LOG_MAX_LIMIT then
     fail('ERR limit must be <= ' .. dec(SLIDING_LOG_MAX_LIMIT) .. ' (the module\'s sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW')
   end
+  if limit < 1 then e_range('limit', '>= 1') end
+  if window_us < 1 or window_us > MAX_PERIOD_US then e_period('window') end
   local lim = { limit = limit, w = window_us }
   local entries = log_entries(lim, 1)
   if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end

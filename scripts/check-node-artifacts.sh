@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/check-node-artifacts.sh — packs clients/node with `npm pack` and checks the tarball a
-# stranger would install: its name (redis-ratelimit-client), the repository LICENSE byte for byte,
+# stranger would install: its name (redis-ratelimit-client), the repository LICENSE and the
+# Functions library (lib/ratelimit.lua = functions/ratelimit.lua) byte for byte,
 # the npm metadata (license, repository, homepage, bugs), the files it must carry (entry points,
 # type declarations, lib/, README) and nothing of the tests; then installs it into an empty
 # project, offline (it has no dependencies), and loads it through require and import.
@@ -24,8 +25,10 @@ tar -xzf "$work/$tgz" -C "$work/unpacked"
 pkg="$work/unpacked/package"
 
 cmp -s "$pkg/LICENSE" "$root/LICENSE" || fail "the tarball's LICENSE is missing or differs from the repository's"
+cmp -s "$pkg/lib/ratelimit.lua" "$root/functions/ratelimit.lua" ||
+  fail "the tarball's lib/ratelimit.lua is missing or differs from functions/ratelimit.lua (cp functions/ratelimit.lua clients/node/lib/ratelimit.lua)"
 for f in package.json README.md index.js index.mjs index.d.ts lib/client.js lib/ratelimit.js lib/express.js \
-  lib/erl-store.js lib/flexible.js lib/ip-key.js; do
+  lib/erl-store.js lib/flexible.js lib/ip-key.js lib/engine.js lib/ratelimit.lua; do
   [ -f "$pkg/$f" ] || fail "the tarball lacks $f"
 done
 if find "$pkg" -path '*/test/*' -o -name node_modules -o -name package-lock.json | grep -q .; then

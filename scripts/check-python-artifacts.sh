@@ -4,8 +4,9 @@
 # the distribution name redis-ratelimit-client (the PyPI name redis-ratelimit is another
 # project's), LICENSE inside both (identical to the repository's), License-Expression MIT,
 # classifiers (Python versions, frameworks, development status, typed), project URLs, the
-# redis-py floor without CVE-2023-28858/28859, py.typed; then installs the wheel into a
-# scratch directory and imports it. `make test-packages` calls it; it needs the virtualenv
+# redis-py floor without CVE-2023-28858/28859, py.typed, the Functions library
+# (redis_ratelimit/ratelimit.lua, byte for byte functions/ratelimit.lua) in both; then installs
+# the wheel into a scratch directory, imports it and checks that it reads its library. `make test-packages` calls it; it needs the virtualenv
 # of `scripts/setup.sh python-clients`, which it makes when missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -31,14 +32,15 @@ sdist="$out/redis_ratelimit_client-$version.tar.gz"
 [ -f "$sdist" ] || fail "no $sdist"
 
 # The metadata of both, and their LICENSE files, checked by one Python script.
-"$py" - "$wheel" "$sdist" "$root/LICENSE" "$version" <<'EOF' || fail "see above"
+"$py" - "$wheel" "$sdist" "$root/LICENSE" "$version" "$root/functions/ratelimit.lua" <<'EOF' || fail "see above"
 import sys
 import tarfile
 import zipfile
 from email.parser import Parser
 
-wheel, sdist, license_path, version = sys.argv[1:]
+wheel, sdist, license_path, version, library_path = sys.argv[1:]
 license_text = open(license_path, "rb").read()
+library = open(library_path, "rb").read()
 problems = []
 
 with zipfile.ZipFile(wheel) as z:
@@ -51,6 +53,10 @@ with zipfile.ZipFile(wheel) as z:
         problems.append("the wheel's LICENSE differs from the repository's")
     if "redis_ratelimit/py.typed" not in names:
         problems.append("the wheel has no redis_ratelimit/py.typed")
+    if "redis_ratelimit/ratelimit.lua" not in names:
+        problems.append("the wheel has no redis_ratelimit/ratelimit.lua (the Functions library)")
+    elif z.read("redis_ratelimit/ratelimit.lua") != library:
+        problems.append("the wheel's ratelimit.lua differs from functions/ratelimit.lua")
 
 with tarfile.open(sdist) as t:
     top = f"redis_ratelimit_client-{version}"
@@ -60,6 +66,11 @@ with tarfile.open(sdist) as t:
         problems.append("the sdist carries no LICENSE")
     elif member.read() != license_text:
         problems.append("the sdist's LICENSE differs from the repository's")
+    lua = f"{top}/src/redis_ratelimit/ratelimit.lua"
+    if lua not in t.getnames():
+        problems.append("the sdist has no src/redis_ratelimit/ratelimit.lua (the Functions library)")
+    elif t.extractfile(lua).read() != library:
+        problems.append("the sdist's ratelimit.lua differs from functions/ratelimit.lua")
 
 WANTED_CLASSIFIERS = [
     "Development Status ::",
@@ -100,7 +111,10 @@ EOF
 "$py" -m pip install -q --no-deps --no-index --target "$work/site" "$wheel" || fail "pip could not install $wheel"
 PYTHONPATH="$work/site" "$py" -c '
 import importlib.metadata, redis_ratelimit
+from redis_ratelimit import _engine
 assert redis_ratelimit.__file__.startswith("'"$work/site"'"), redis_ratelimit.__file__
 assert importlib.metadata.version("redis-ratelimit-client") == redis_ratelimit.__version__
-' || fail "the installed wheel does not import as redis_ratelimit"
-echo "check-python-artifacts: $(basename "$wheel") and $(basename "$sdist") (dist/python/): name, LICENSE, classifiers, URLs, redis>=4.5.4"
+assert str(_engine.LIBRARY_PATH).startswith("'"$work/site"'"), _engine.LIBRARY_PATH
+assert _engine.LIBRARY_CODE.startswith("#!lua name=ratelimit") and _engine.LIBRARY_VERSION >= 1
+' || fail "the installed wheel does not import as redis_ratelimit, or does not read its library"
+echo "check-python-artifacts: $(basename "$wheel") and $(basename "$sdist") (dist/python/): name, LICENSE, classifiers, URLs, redis>=4.5.4, the Functions library"

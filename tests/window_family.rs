@@ -290,14 +290,17 @@ fn bad_arguments_and_wrong_types_are_refused_without_writing() {
             &["RL.SLIDINGWINDOW", "k", "5", "1e-7"],
             "ERR window must be",
         ),
+        // A too-large limit reads one way, above the setting or above its
+        // own maximum (issue 29).
+        (
+            &["RL.SLIDINGLOG", "k", "1001", "1"],
+            "ERR limit must be <= 1000 (the module's sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW",
+        ),
         (
             &["RL.SLIDINGLOG", "k", "100001", "1"],
-            "ERR limit must be >= 1 and <= 100000",
+            "ERR limit must be <= 1000 (the module's sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW",
         ),
-        (
-            &["RL.SLIDINGLOG", "k", "0", "1"],
-            "ERR limit must be >= 1 and <= 100000",
-        ),
+        (&["RL.SLIDINGLOG", "k", "0", "1"], "ERR limit must be >= 1"),
         (&["RL.SLIDINGLOG", "k", "5", "-2"], "ERR window must be"),
         (
             &["RL.SLIDINGLOG", "k", "5", "1", "TOKENS", "1.5"],

@@ -1,7 +1,8 @@
 'use strict';
 // Decisions per second and server µs per decision (INFO commandstats) through
 // this package vs rate-limit-redis (express-rate-limit's Redis store), same
-// server, same client (node-redis), one run.
+// server, same client (node-redis), one run; and this package's calls through
+// the Functions library (FCALL) and its EVALSHA form, on the same server.
 //
 //   RATELIMIT_MODULE=target/release/libredis_ratelimit.so node bench.js [--seconds 3] [--inflight 64] [--keys 1000]
 //
@@ -80,6 +81,16 @@ async function main() {
     results.push(await run(client, 'rate-limit-redis RedisStore.increment (express-rate-limit Store)', (k) => theirs.increment(k), ['evalsha']));
     results.push(await run(client, 'redis-ratelimit RateLimit.gcra', (k) => rl.gcra(k, 1e6, 1e6, 60), ['rl.gcra']));
     results.push(await run(client, 'redis-ratelimit RateLimit.slidingWindow', (k) => rl.slidingWindow(k, 1e9, 60), ['rl.slidingwindow']));
+    // The same calls through the Functions library and its EVALSHA form (a
+    // server without the module); fcall's and evalsha's time includes the
+    // commands the script calls.
+    for (const [engine, command] of [['functions', 'fcall'], ['eval', 'evalsha']]) {
+      const store = new RedisRateLimitStore({ client, prefix: `ours-${engine}:`, engine });
+      store.init({ windowMs, limit });
+      const viaLibrary = new RateLimit(client, { engine });
+      results.push(await run(client, `redis-ratelimit RedisRateLimitStore.increment, engine '${engine}'`, (k) => store.increment(k), [command]));
+      results.push(await run(client, `redis-ratelimit RateLimit.gcra, engine '${engine}'`, (k) => viaLibrary.gcra(k, 1e6, 1e6, 60), [command]));
+    }
 
     const server = await client.sendCommand(['INFO', 'server']);
     const version = /redis_version:(\S+)/.exec(server)?.[1];

@@ -86,11 +86,31 @@ export declare class RateLimitUnavailableError extends Error {
   cause?: unknown;
 }
 
+/** The engine that decides: the module's commands, the Functions library (FCALL), or the same code by EVALSHA. */
+export type EngineName = 'module' | 'functions' | 'eval';
+
+/** The options every entry point shares with RateLimit. */
+export interface EngineOptions {
+  /** Command timeout (default 250 ms; 0: none): a command unanswered by then rejects with RateLimitUnavailableError. */
+  timeoutMs?: number;
+  /** 'auto' (default): the module when the server has it, else the Functions library, else EVALSHA; or one forced. */
+  engine?: 'auto' | EngineName;
+  /** Whose clock the library reads: 'auto' (default: the server's; the caller's where TIME is refused in scripts), 'server', 'caller'. */
+  clock?: 'auto' | 'server' | 'caller';
+  /** Told once (warn) when the caller's clock takes over (default console). */
+  logger?: { warn?(message: string): void; error?(message: string): void };
+}
+
 export declare class RateLimit {
-  /** `timeoutMs` (default 250, 0: none): a command unanswered by then rejects with RateLimitUnavailableError. */
-  constructor(client: RedisClientLike, options?: { timeoutMs?: number });
+  constructor(client: RedisClientLike, options?: EngineOptions & { now?: () => number });
   /** The command timeout (ms). */
   readonly timeoutMs: number;
+  /** The engine deciding; null until the first decision (or ready()) has found it. */
+  readonly engine: EngineName | null;
+  /** Finds the engine now (loading the Functions library if needed). */
+  ready(): Promise<EngineName>;
+  /** RL.POLICY GET name as a spec (undefined: no such policy); rejects with a TypeError on an unknown algorithm. Module only. */
+  policy(name: string): Promise<LimitSpec | undefined>;
   gcra(key: string, maxBurst: number, tokensPerPeriod: number, period: number, options?: CallOptions): Promise<RateLimitResult>;
   tokenBucket(key: string, capacity: number, refillTokens: number, refillPeriod: number, options?: CallOptions): Promise<RateLimitResult>;
   leakyBucket(key: string, capacity: number, leakTokens: number, leakPeriod: number, options?: CallOptions): Promise<RateLimitResult>;
@@ -156,7 +176,11 @@ export interface MiddlewareOptions {
   /** The default key's set-up checks (express-rate-limit v8's), each reported once to logger.error. Default true. */
   validate?: boolean | Partial<Record<'ip' | 'trustProxy' | 'xForwardedForHeader' | 'forwardedHeader' | 'keyGeneratorIpFallback' | 'default', boolean>>;
   /** Where the set-up checks are reported (default console). */
-  logger?: { error(err: unknown): void };
+  logger?: { error(err: unknown): void; warn?(message: string): void };
+  /** 'auto' (default), or one engine forced: as RateLimit's. */
+  engine?: 'auto' | EngineName;
+  /** Whose clock the library reads: as RateLimit's. */
+  clock?: 'auto' | 'server' | 'caller';
   cost?: number | ((req: RequestLike) => number);
   /** Redis key prefix (default 'rl:'). */
   prefix?: string;
@@ -178,11 +202,13 @@ export interface RateLimitMiddleware {
   (req: RequestLike, res: ResponseLike, next: NextFunction): void;
   /** The RateLimit it decides with. */
   limiter: RateLimit;
+  /** The engine deciding (null before the first decision). */
+  readonly engine: EngineName | null;
 }
 
 export declare function rateLimit(options: MiddlewareOptions): RateLimitMiddleware;
 
-export interface StoreOptions {
+export interface StoreOptions extends EngineOptions {
   client?: RedisClientLike;
   limiter?: RateLimit;
   /** Redis key prefix (default 'rl:erl:'). */
@@ -199,6 +225,8 @@ export interface StoreOptions {
 export declare class RedisRateLimitStore {
   constructor(options: StoreOptions);
   limiter: RateLimit;
+  /** The engine deciding (null before the first call). */
+  readonly engine: EngineName | null;
   prefix: string;
   align: 'first' | 'epoch';
   localKeys: boolean;
@@ -219,7 +247,7 @@ export declare class RateLimiterRes {
   toJSON(): { remainingPoints: number; msBeforeNext: number; consumedPoints: number; isFirstInDuration: boolean };
 }
 
-export interface FlexibleOptions {
+export interface FlexibleOptions extends EngineOptions {
   storeClient?: RedisClientLike;
   limiter?: RateLimit;
   /** Points per duration (default 4). */
@@ -255,6 +283,8 @@ export interface InsuranceLimiter {
 export declare class RateLimiterRedisModule {
   constructor(options: FlexibleOptions);
   limiter: RateLimit;
+  /** The engine deciding (null before the first call). */
+  readonly engine: EngineName | null;
   points: number;
   duration: number;
   blockDuration: number;

@@ -27,7 +27,9 @@ pub enum Error {
         bound: &'static str,
     },
 
-    /// An `RL.SLIDINGLOG` limit above the module setting `sliding-log-max-limit`.
+    /// An `RL.SLIDINGLOG` limit above the module setting `sliding-log-max-limit`
+    /// (or, where the setting does not apply, above its own maximum, 100000):
+    /// every too-large limit is refused with this one text.
     #[error("ERR limit must be <= {max} (the module's sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW")]
     LimitAboveSetting { max: i64 },
 

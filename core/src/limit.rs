@@ -411,13 +411,17 @@ pub fn new_log(
     origin: Origin,
     bounds: &impl LocalBounds,
 ) -> Result<SlidingLog> {
+    // The setting first: a limit above it reads the same whether or not it
+    // is also above the setting's own maximum (`SlidingLog::MAX_LIMIT`).
+    if origin.checks_local_bounds() {
+        let max_limit = bounds.sliding_log_max_limit();
+        if limit > max_limit {
+            return Err(Error::LimitAboveSetting { max: max_limit });
+        }
+    }
     let log = SlidingLog::new(limit, window_us)?;
     if !origin.checks_local_bounds() {
         return Ok(log);
-    }
-    let max_limit = bounds.sliding_log_max_limit();
-    if limit > max_limit {
-        return Err(Error::LimitAboveSetting { max: max_limit });
     }
     let (entries, budget) = (log.call_entries(1), bounds.sliding_log_call_budget());
     if entries > budget {

@@ -34,7 +34,8 @@ function isReplyError(err) {
 
 /** Sorts an error from the client: a RateLimitUnavailableError, or the error itself (a bad call). */
 function classify(err) {
-  if (err instanceof RateLimitUnavailableError) return err;
+  // A TypeError is this package's word for a wrong call (or a policy the Functions library cannot run).
+  if (err instanceof RateLimitUnavailableError || err instanceof TypeError) return err;
   const message = String(err && err.message);
   if (isReplyError(err)) {
     for (const [re, reason] of UNAVAILABLE_REPLIES) {
@@ -106,9 +107,49 @@ function senderFor(client) {
   throw new TypeError('redis-ratelimit-client: unsupported client: give a node-redis or ioredis client, or a function (args) => Promise');
 }
 
-/** The first key of a command: RL.ALL numkeys key …: the third word; else the second. */
+/**
+ * The first key of a command: RL.ALL numkeys key …: the third word; FCALL,
+ * EVALSHA, EVAL (name or script, numkeys, key …): the fourth, when numkeys > 0;
+ * COMMAND, FUNCTION: none (any node); else the second.
+ */
+const SCRIPT_CALLS = new Set(['FCALL', 'FCALL_RO', 'EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO']);
+const KEYLESS = new Set(['COMMAND', 'FUNCTION', 'SCRIPT', 'PING']);
 function firstKeyOf(args) {
-  return String(args[0]).toUpperCase() === 'RL.ALL' ? args[2] : args[1];
+  const command = String(args[0]).toUpperCase();
+  if (command === 'RL.ALL') return args[2];
+  if (SCRIPT_CALLS.has(command)) return Number(args[2]) > 0 ? args[3] : undefined;
+  if (KEYLESS.has(command)) return undefined;
+  return args[1];
+}
+
+/**
+ * For a cluster client, `async () => send[]`: a sender for each primary (to
+ * load the Functions library on every one); null for a single server or a
+ * function.
+ * - ioredis `Cluster`: `nodes('master')` (after the cluster is ready);
+ * - node-redis cluster (v4, v5): `masters` and `nodeClient(master)`.
+ */
+function primariesOf(client) {
+  if (typeof client === 'function' || client == null) return null;
+  if (typeof client.call === 'function' && !('isOpen' in client)) {
+    if (typeof client.nodes !== 'function' || !client.isCluster) return null;
+    return async () => {
+      if (client.nodes('master').length === 0) await client.call('PING');
+      return client.nodes('master').map((node) => (args) => node.call(...args.map(String)));
+    };
+  }
+  if (typeof client.sendCommand === 'function' && typeof client.nodeClient === 'function') {
+    return async () => {
+      const masters = client.masters ?? client.getMasters();
+      return Promise.all(
+        masters.map(async (master) => {
+          const node = await client.nodeClient(master);
+          return (args) => node.sendCommand(args.map(String));
+        }),
+      );
+    };
+  }
+  return null;
 }
 
 /** `send` with a timeout (ms; 0 or Infinity: none) and classified errors. */
@@ -148,4 +189,4 @@ function withTimeout(send, timeoutMs) {
     });
 }
 
-module.exports = { RateLimitUnavailableError, senderFor, withTimeout, classify, isReplyError, offlineReason };
+module.exports = { RateLimitUnavailableError, senderFor, primariesOf, firstKeyOf, withTimeout, classify, isReplyError, offlineReason };

@@ -21,7 +21,7 @@
 // resetTime is the first hit + windowMs. `align: 'epoch'` cuts windows on the
 // clock instead (every client's minute starts at :00).
 
-const { RateLimit, DEFAULT_TIMEOUT_MS } = require('./ratelimit');
+const { RateLimit, engineOptions } = require('./ratelimit');
 
 // The counter mode's limit: never reached (10^12 hits in one window), and exact in a double.
 const COUNT_ALL_LIMIT = 1e12;
@@ -30,13 +30,14 @@ class RedisRateLimitStore {
   /**
    * Options: `client` (node-redis or ioredis) or `limiter` (a RateLimit);
    * `prefix` (default 'rl:erl:'); `timeoutMs` (default 250); `countDenied` (default false);
+   * `engine` ('auto' | 'module' | 'functions' | 'eval'), `clock`, `logger`: as RateLimit's;
    * `align` (default 'first': a window starts at the client's first hit; 'epoch': on the clock).
    * Set express-rate-limit's `passOnStoreError: true` to fail open when Redis is unavailable.
    * A key keeps the alignment that wrote it until it expires (the module refuses
    * the other one): change `align` together with `prefix`.
    */
   constructor(options = {}) {
-    this.limiter = options.limiter ?? new RateLimit(options.client, { timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS });
+    this.limiter = options.limiter ?? new RateLimit(options.client, engineOptions(options));
     this.prefix = options.prefix ?? 'rl:erl:';
     this.align = options.align ?? 'first';
     if (this.align !== 'first' && this.align !== 'epoch') throw new TypeError("redis-ratelimit-client: align must be 'first' or 'epoch'");
@@ -46,6 +47,11 @@ class RedisRateLimitStore {
     this.limit = undefined;
     this.trackDenied = false;
     this._denied = new Map(); // key -> [until ms, count]: denied increments a decrement must not refund
+  }
+
+  /** The engine deciding ('module', 'functions', 'eval'; null before the first call). */
+  get engine() {
+    return this.limiter.engine;
   }
 
   /** Called by express-rate-limit with its options (windowMs, limit, skip… flags). */

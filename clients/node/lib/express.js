@@ -3,7 +3,7 @@
 // fail-open / fail-closed under a command timeout, and a local cache of denials.
 
 const { isIP } = require('node:net');
-const { RateLimit, RateLimitResult, DEFAULT_TIMEOUT_MS } = require('./ratelimit');
+const { RateLimit, RateLimitResult, engineOptions } = require('./ratelimit');
 const { RateLimitUnavailableError } = require('./client');
 const { ipKeyGenerator, checkIpv6Subnet, DEFAULT_IPV6_SUBNET } = require('./ip-key');
 
@@ -188,6 +188,9 @@ class DenialCache {
  * - `failOpen` (default true): when Redis is unavailable (timeout, refused, no module),
  *   let the request through without headers; false: answer 503 with Retry-After;
  * - `timeoutMs` (default 250): the command timeout;
+ * - `engine` ('auto' | 'module' | 'functions' | 'eval'; default 'auto') and
+ *   `clock` ('auto' | 'server' | 'caller'): as RateLimit's; `middleware.engine`
+ *   says which engine decides;
  * - `cacheSize` (default 10000; 0: off): denials kept locally until their retryAfterMs;
  * - `legacyHeaders` (default false): also X-RateLimit-*;
  * - `statusCode` (429), `message` (body), `handler(req, res, next, result)`: the refusal;
@@ -198,7 +201,7 @@ class DenialCache {
  * express-rate-limit's handleAsyncErrors).
  */
 function rateLimit(options = {}) {
-  const limiter = options.limiter ?? new RateLimit(options.client, { timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS });
+  const limiter = options.limiter ?? new RateLimit(options.client, engineOptions(options));
   const logger = options.logger ?? console;
   const validator = makeValidator(options.validate ?? true, logger);
   const ipv6Subnet = options.ipv6Subnet ?? DEFAULT_IPV6_SUBNET;
@@ -315,6 +318,8 @@ function rateLimit(options = {}) {
   }
   /** The RateLimit it decides with (its timeout, reset(key), raw commands). */
   rateLimitMiddleware.limiter = limiter;
+  /** The engine deciding: 'module', 'functions' or 'eval' (null before the first decision). */
+  Object.defineProperty(rateLimitMiddleware, 'engine', { get: () => limiter.engine, enumerable: true });
   return rateLimitMiddleware;
 }
 

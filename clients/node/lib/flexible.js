@@ -6,7 +6,7 @@
 // module decides. `consume` resolves with a RateLimiterRes, or rejects with one
 // when limited (an Error when Redis fails), as rate-limiter-flexible does.
 
-const { RateLimit, DEFAULT_TIMEOUT_MS } = require('./ratelimit');
+const { RateLimit, engineOptions } = require('./ratelimit');
 const { RateLimitUnavailableError } = require('./client');
 
 /** The shape rate-limiter-flexible resolves and rejects with. */
@@ -79,7 +79,9 @@ const isLimiterLike = (l) => l != null && typeof l.consume === 'function';
 /**
  * `new RateLimiterRedisModule({ storeClient, points = 4, duration = 1, blockDuration = 0,
  *   keyPrefix = 'rlflx', algorithm = 'fixedWindow', align = 'first', timeoutMs = 250,
- *   insuranceLimiter, inMemoryBlockOnConsumed = 0, inMemoryBlockDuration = 0 })`
+ *   insuranceLimiter, inMemoryBlockOnConsumed = 0, inMemoryBlockDuration = 0,
+ *   engine = 'auto', clock = 'auto', logger = console })`
+ * `engine`, `clock`, `logger`: as RateLimit's; `limiter.engine` says which engine decides.
  * `points` per `duration` seconds; the default fixed window starts at the first
  * consume (RL.FIXEDWINDOW … ALIGN FIRST), as rate-limiter-flexible's does.
  * `blockDuration` (s): a refused consume blocks the key that long (BLOCK).
@@ -100,7 +102,7 @@ const isLimiterLike = (l) => l != null && typeof l.consume === 'function';
 class RateLimiterRedisModule {
   constructor(opts = {}) {
     const client = opts.storeClient;
-    this.limiter = opts.limiter ?? new RateLimit(client, { timeoutMs: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS });
+    this.limiter = opts.limiter ?? new RateLimit(client, engineOptions(opts));
     this.points = opts.points ?? 4;
     this.duration = opts.duration ?? 1;
     this.blockDuration = opts.blockDuration ?? 0;
@@ -120,6 +122,11 @@ class RateLimiterRedisModule {
     }
     this._inMemoryBlockedKeys = new BlockedKeys();
     this.insuranceLimiter = opts.insuranceLimiter;
+  }
+
+  /** The engine deciding: 'module', 'functions' or 'eval' (null before the first call). */
+  get engine() {
+    return this.limiter.engine;
   }
 
   get insuranceLimiter() {

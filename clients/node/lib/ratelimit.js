@@ -2,7 +2,8 @@
 // Typed calls of the module's commands: one method per command, each resolving
 // to a RateLimitResult {limited, limit, remaining, retryAfterMs, resetAfterMs, which?}.
 
-const { senderFor, withTimeout } = require('./client');
+const { senderFor, primariesOf, withTimeout } = require('./client');
+const { Engine } = require('./engine');
 
 /**
  * Limit specifications, the same words as the commands' parameters (periods
@@ -63,11 +64,25 @@ function windowSeconds(spec, limit) {
   }
 }
 
-/** The spec a server-side policy stands for, from `RL.POLICY GET`'s words (or undefined). */
+const POLICY_KINDS = ['GCRA', 'TOKENBUCKET', 'LEAKYBUCKET', 'FIXEDWINDOW', 'SLIDINGWINDOW', 'SLIDINGLOG'];
+
+/**
+ * The spec a server-side policy stands for, from `RL.POLICY GET`'s words
+ * (`[kind, p1, p2(, p3)] …`); undefined for no words (no such policy). Throws
+ * a TypeError naming the words on a kind this client does not know (a newer
+ * module's): upgrade redis-ratelimit-client.
+ */
 function specFromPolicyWords(words) {
-  if (!Array.isArray(words) || words.length < 3) return undefined;
-  const w = words.map((x) => String(x));
-  const [kind, a, b, c] = w;
+  if (words === null || words === undefined) return undefined;
+  const w = Array.isArray(words) ? words.map((x) => String(x)) : [String(words)];
+  const [kind = '', a, b, c] = w;
+  const unknown = () =>
+    new TypeError(
+      `redis-ratelimit-client: RL.POLICY GET replied with an algorithm this client does not know: ${JSON.stringify(w.join(' '))} ` +
+        `(known: ${POLICY_KINDS.join(', ')}); upgrade redis-ratelimit-client`,
+    );
+  const arity = ['FIXEDWINDOW', 'SLIDINGWINDOW', 'SLIDINGLOG'].includes(kind.toUpperCase()) ? 2 : 3;
+  if (w.length < 1 + arity) throw unknown();
   switch (kind.toUpperCase()) {
     case 'GCRA':
       return { type: 'gcra', maxBurst: a, tokensPerPeriod: b, period: c };
@@ -82,7 +97,7 @@ function specFromPolicyWords(words) {
     case 'SLIDINGLOG':
       return { type: 'slidingLog', limit: a, window: b };
     default:
-      return undefined;
+      throw unknown();
   }
 }
 
@@ -177,18 +192,47 @@ function applyBlock(result, { block, peek } = {}) {
  */
 const DEFAULT_TIMEOUT_MS = 250;
 
+/** RateLimit's options from an entry point's: timeoutMs, engine, clock, logger. */
+function engineOptions({ timeoutMs = DEFAULT_TIMEOUT_MS, engine, clock, logger }) {
+  return { timeoutMs, engine, clock, logger };
+}
+
 /**
- * The client of the module. `client`: node-redis (v4/v5, client or cluster),
+ * The client of the limiters. `client`: node-redis (v4/v5, client or cluster),
  * ioredis (Redis or Cluster), or a function (args) => Promise. Options:
- * `timeoutMs` (default 250; 0: none) — a command that has not answered by then
- * rejects with RateLimitUnavailableError (reason 'timeout'); a client that is
- * not connected rejects at once (reason 'connection').
+ * - `timeoutMs` (default 250; 0: none) — a command that has not answered by
+ *   then rejects with RateLimitUnavailableError (reason 'timeout'); a client
+ *   that is not connected rejects at once (reason 'connection');
+ * - `engine` (default 'auto'): 'module' (the RL.* commands), 'functions' (the
+ *   Functions library by FCALL, loaded when absent or older), 'eval' (the same
+ *   code by EVALSHA); 'auto' takes the module when the server has it, else
+ *   the library, else EVALSHA. `limiter.engine` says which is in use;
+ * - `clock` (default 'auto'): whose clock the library reads — the server's
+ *   (TIME), or the caller's (`NOW`) where the server refuses TIME in scripts
+ *   (logged once to `logger.warn`); 'server' or 'caller' forces one;
+ * - `logger` (default console).
  */
 class RateLimit {
-  constructor(client, { timeoutMs = DEFAULT_TIMEOUT_MS } = {}) {
+  constructor(client, { timeoutMs = DEFAULT_TIMEOUT_MS, engine = 'auto', clock = 'auto', logger = console, now } = {}) {
     this.timeoutMs = timeoutMs;
-    this.send = withTimeout(senderFor(client), timeoutMs);
+    this._engine = new Engine(senderFor(client), { engine, clock, logger, now, primaries: primariesOf(client) });
+    this.send = withTimeout((args) => this._engine.call(args), timeoutMs);
+    this._ready = withTimeout(() => this._engine.ready(), timeoutMs);
     this._policyWindows = new Map(); // policy name -> { windowS, until }
+    this._logger = logger;
+  }
+
+  /**
+   * The engine deciding: 'module', 'functions' or 'eval'; null until the
+   * first decision (or `ready()`) has found it.
+   */
+  get engine() {
+    return this._engine.name;
+  }
+
+  /** Finds the engine now (loading the library if needed); resolves to its name. */
+  ready() {
+    return this._ready(['engine detection']);
   }
 
   /** Any command, raw reply (errors classified, timeout applied). */
@@ -274,7 +318,10 @@ class RateLimit {
       const spec = specFromPolicyWords(await this.send(['RL.POLICY', 'GET', name]));
       // Soft policies report the nominal limit; the window comes from the nominal parameters.
       if (spec) windowS = windowSeconds(spec, Number(spec.limit ?? spec.capacity ?? Number(spec.maxBurst) + 1));
-    } catch {
+    } catch (err) {
+      // The decision stands; only the header's w is unknown. An algorithm
+      // this client does not know is said (once a minute per policy).
+      if (err instanceof TypeError) (typeof this._logger.warn === 'function' ? this._logger.warn : this._logger.error).call(this._logger, err.message);
       windowS = undefined;
     }
     this._policyWindows.set(name, { windowS, until: Date.now() + POLICY_WINDOW_TTL_MS });
@@ -311,10 +358,19 @@ class RateLimit {
     return result;
   }
 
+  /**
+   * RL.POLICY GET name as a spec ({ type, …params }, see SPECS), or undefined
+   * when there is no such policy. Rejects with a TypeError on an algorithm
+   * this client does not know. Needs the module (policies are module data).
+   */
+  async policy(name) {
+    return specFromPolicyWords(await this.send(['RL.POLICY', 'GET', name]));
+  }
+
   /** DEL key: resets a limiter. Resolves to true when there was one. */
   async reset(key) {
     return Number(await this.send(['DEL', key])) === 1;
   }
 }
 
-module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, SPECS, optionArgs, DEFAULT_TIMEOUT_MS };
+module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, specFromPolicyWords, SPECS, optionArgs, DEFAULT_TIMEOUT_MS, engineOptions };

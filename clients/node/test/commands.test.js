@@ -2,7 +2,7 @@
 // One method per command, typed results and headers, through each client library.
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert');
-const { startRedis, CLIENTS } = require('./helpers');
+const { startRedis, CLIENTS, TEST_ENGINE } = require('./helpers');
 const { RateLimit, RateLimitResult, RateLimitUnavailableError } = require('..');
 
 let redis;
@@ -109,7 +109,7 @@ for (const [clientName, lib] of Object.entries(CLIENTS)) {
       await assert.rejects(rl.all([{ key: 'x', type: 'leakyBucket', capacity: 1, leakTokens: 1, leakPeriod: 1 }]), TypeError);
     });
 
-    test('limit(policy, key): RL.LIMIT, with the window from RL.POLICY GET', async () => {
+    test('limit(policy, key): RL.LIMIT, with the window from RL.POLICY GET', { skip: TEST_ENGINE !== 'module' && 'policies are module data' }, async () => {
       await rl.command('RL.POLICY', 'SET', `p-${clientName.replace(/\W/g, '')}`, 'SLIDINGWINDOW', 2, 10);
       const policy = `p-${clientName.replace(/\W/g, '')}`;
       const r = await rl.limit(policy, k('pol'));
@@ -129,7 +129,7 @@ for (const [clientName, lib] of Object.entries(CLIENTS)) {
 }
 
 test('a server without the module: RateLimitUnavailableError reason no-module', async () => {
-  const plain = await startRedis({ withModule: false });
+  const plain = await startRedis({ withModule: false, scripts: false });
   try {
     for (const lib of Object.values(CLIENTS)) {
       const conn = await lib.connect(plain.port);
@@ -143,13 +143,29 @@ test('a server without the module: RateLimitUnavailableError reason no-module', 
   }
 });
 
-test('a function as the client', async () => {
+test('a function as the client (engine forced to the module: no detection sent)', async () => {
   const seen = [];
-  const rl = new RateLimit(async (args) => {
-    seen.push(args);
-    return [0, 5, 4, -1, 100];
-  });
+  const rl = new RateLimit(
+    async (args) => {
+      seen.push(args);
+      return [0, 5, 4, -1, 100];
+    },
+    { engine: 'module' },
+  );
+  assert.strictEqual(rl.engine, 'module');
   const r = await rl.gcra('k', 4, 10, 1, { tokens: 2, block: 5 });
   assert.deepStrictEqual(seen, [['RL.GCRA', 'k', 4, 10, 1, 'TOKENS', 2, 'BLOCK', 5]]);
   assert.strictEqual(r.remaining, 4);
+});
+
+test('a function as the client, engine auto: COMMAND INFO rl.gcra first, once', async () => {
+  const seen = [];
+  const rl = new RateLimit(async (args) => {
+    seen.push(args);
+    return args[0] === 'COMMAND' ? [['rl.gcra', -5]] : [0, 5, 4, -1, 100];
+  });
+  assert.strictEqual(rl.engine, null);
+  await Promise.all([rl.gcra('k', 4, 10, 1), rl.gcra('k', 4, 10, 1)]);
+  assert.strictEqual(rl.engine, 'module');
+  assert.deepStrictEqual(seen.map((a) => a[0]), ['COMMAND', 'RL.GCRA', 'RL.GCRA']);
 });

@@ -134,7 +134,7 @@ for (const [clientName, lib] of Object.entries(CLIENTS)) {
 }
 
 test('passOnStoreError: Redis refused or without the module → requests pass, never a 500', async () => {
-  const plain = await startRedis({ withModule: false });
+  const plain = await startRedis({ withModule: false, scripts: false });
   const { createClient } = require('redis');
   const noModule = createClient({ socket: { host: '127.0.0.1', port: plain.port } });
   await noModule.connect();

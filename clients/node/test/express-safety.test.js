@@ -16,6 +16,7 @@ const { rateLimit, ipKeyGenerator, RateLimit, RedisRateLimitStore, RateLimiterRe
 function recordingClient() {
   const keys = [];
   const client = async (args) => {
+    if (args[0] === 'COMMAND') return [['rl.gcra']]; // engine detection: the module
     keys.push(String(args[1]));
     return [0, 10, 9, -1, 1000];
   };

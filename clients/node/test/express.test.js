@@ -183,7 +183,7 @@ const SITUATIONS = {
   },
   'a server without the module': {
     async make() {
-      const plain = await startRedis({ withModule: false });
+      const plain = await startRedis({ withModule: false, scripts: false });
       return { port: plain.port, close: plain.stop, connected: async () => {} };
     },
     reasons: ['no-module'],

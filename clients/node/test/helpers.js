@@ -28,12 +28,29 @@ function modulePath() {
   return m;
 }
 
-/** Starts redis-server on a free port; `withModule: false` starts one without the module. */
-async function startRedis({ withModule = true } = {}) {
-  const port = await freePort();
+/**
+ * The engine the suite runs on: RATELIMIT_TEST_ENGINE=functions starts every
+ * default server without the module (the clients then load the Functions
+ * library); unset or 'module': with it.
+ */
+const TEST_ENGINE = process.env.RATELIMIT_TEST_ENGINE || 'module';
+if (!['module', 'functions'].includes(TEST_ENGINE)) throw new Error(`RATELIMIT_TEST_ENGINE=${TEST_ENGINE}: expected module or functions`);
+
+// The commands a server without any engine lacks (`scripts: false`).
+const SCRIPT_COMMANDS = ['EVAL', 'EVALSHA', 'EVAL_RO', 'EVALSHA_RO', 'FCALL', 'FCALL_RO', 'FUNCTION', 'SCRIPT'];
+
+/**
+ * Starts redis-server on a free port: with the module unless `withModule` is
+ * false (default: per RATELIMIT_TEST_ENGINE); `scripts: false` also renames
+ * away EVAL*, FCALL* and FUNCTION (a server where no engine can run);
+ * `extra`: more arguments.
+ */
+async function startRedis({ withModule = TEST_ENGINE === 'module', scripts = true, extra = [], port: wanted } = {}) {
+  const port = wanted ?? (await freePort());
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-node-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra];
   if (withModule) args.push('--loadmodule', modulePath());
+  if (!scripts) for (const c of SCRIPT_COMMANDS) args.push('--rename-command', c, '');
   const proc = spawn(process.env.REDIS_SERVER || 'redis-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let exited = false;
   proc.on('exit', () => {
@@ -65,6 +82,71 @@ async function startRedis({ withModule = true } = {}) {
   }
   proc.kill('SIGKILL');
   throw new Error(`redis-server did not start on port ${port}`);
+}
+
+/** A free loopback port whose cluster bus port (+10000) is free too (so ≤ 55535). */
+async function freeClusterPort() {
+  for (;;) {
+    const port = await freePort();
+    if (port > 55535) continue;
+    const busFree = await new Promise((resolve) => {
+      const s = net.createServer();
+      s.on('error', () => resolve(false));
+      s.listen(port + 10000, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (busFree) return port;
+  }
+}
+
+/**
+ * A Redis Cluster of three primaries on loopback (slots split evenly, joined
+ * with CLUSTER MEET), without the module unless `withModule`. Resolves
+ * `{ ports, stop }` once every node reports cluster_state:ok.
+ */
+async function startCluster({ withModule = false } = {}) {
+  const nodes = [];
+  for (let i = 0; i < 3; i++) {
+    const port = await freeClusterPort();
+    nodes.push(
+      await startRedis({
+        withModule,
+        port,
+        extra: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'],
+      }),
+    );
+  }
+  const stop = () => Promise.all(nodes.map((n) => n.stop()));
+  try {
+    const ranges = [[0, 5460], [5461, 10922], [10923, 16383]];
+    for (let i = 0; i < 3; i++) await redisCli(nodes[i].port, 'CLUSTER', 'ADDSLOTSRANGE', ...ranges[i]);
+    for (const n of nodes.slice(1)) await redisCli(nodes[0].port, 'CLUSTER', 'MEET', '127.0.0.1', n.port);
+    const deadline = Date.now() + 30_000;
+    for (const n of nodes) {
+      for (;;) {
+        const info = await redisCli(n.port, 'CLUSTER', 'INFO');
+        if (info.includes('cluster_state:ok') && info.includes('cluster_known_nodes:3')) break;
+        if (Date.now() > deadline) throw new Error(`cluster not ready:\n${info}`);
+        await sleep(50);
+      }
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { ports: nodes.map((n) => n.port), stop };
+}
+
+/** One command on a fresh connection (ioredis), for test set-up: the reply. */
+async function redisCli(port, ...args) {
+  const Redis = require('ioredis');
+  const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0 });
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    return await c.call(...args.map(String));
+  } finally {
+    c.disconnect();
+  }
 }
 
 /** The two client libraries, connected to `port`. */
@@ -153,10 +235,19 @@ function raw(client) {
     : (...a) => client.sendCommand(a.map(String));
 }
 
+/**
+ * How many times the server ran `command` (INFO commandstats). A module command
+ * (RL.*) counts the engine's calls: FCALL, EVALSHA and EVAL when the suite runs
+ * on the Functions library.
+ */
 async function commandCalls(client, command) {
   const info = String(await raw(client)('INFO', 'commandstats'));
-  const m = new RegExp(`cmdstat_${command.toLowerCase().replace('.', '\\.')}:calls=(\\d+)`).exec(info);
-  return m ? Number(m[1]) : 0;
+  const calls = (name) => {
+    const m = new RegExp(`cmdstat_${name.toLowerCase().replace('.', '\\.')}:calls=(\\d+)`).exec(info);
+    return m ? Number(m[1]) : 0;
+  };
+  if (TEST_ENGINE !== 'module' && /^(RL|CL)\./i.test(command)) return calls('fcall') + calls('evalsha') + calls('eval');
+  return calls(command);
 }
 
-module.exports = { sleep, freePort, startRedis, CLIENTS, request, listen, hungServer, commandCalls, raw };
+module.exports = { sleep, freePort, startRedis, startCluster, redisCli, CLIENTS, request, listen, hungServer, commandCalls, raw, TEST_ENGINE };

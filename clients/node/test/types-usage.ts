@@ -15,6 +15,8 @@ import {
   RateLimiterRes,
   RateLimitUnavailableError,
   ipKeyGenerator,
+  EngineName,
+  LimitSpec,
 } from 'redis-ratelimit-client';
 
 const app0 = express();
@@ -67,6 +69,14 @@ async function main(): Promise<void> {
   );
   const mw = rateLimit({ client: ioredis, limit: { type: 'slidingLog', limit: 5, window: 60 }, ipv6Subnet: 64, validate: { trustProxy: false }, logger: console });
   const timeout: number = mw.limiter.timeoutMs;
+  const engine: EngineName | null = mw.engine;
+  const forced = new RateLimit(ioredis, { engine: 'functions', clock: 'caller', logger: console });
+  const found: EngineName = await forced.ready();
+  const spec: LimitSpec | undefined = await rl.policy('api-free');
+  new RedisRateLimitStore({ client: ioredis, engine: 'eval' }).engine;
+  new RateLimiterRedisModule({ storeClient: ioredis, engine: 'module', clock: 'server' }).engine;
+  rateLimit({ client: ioredis, limit: { type: 'gcra', maxBurst: 1, tokensPerPeriod: 1, period: 1 }, engine: 'auto', clock: 'auto' });
+  void [engine, found, spec];
   rateLimit({ client: ioredis, limit: { type: 'slidingLog', limit: 5, window: 60 }, ipv6Subnet: false, validate: false });
   app.use(erl({ windowMs: 60_000, limit: 100, store: new RedisRateLimitStore({ client: ioredis }) }));
 

@@ -1,4 +1,5 @@
-"""Fixtures: a redis-server with the module ($RATELIMIT_MODULE) on a free loopback port."""
+"""Fixtures: a redis-server with the module ($RATELIMIT_MODULE) on a free loopback port, or
+without it under ``RATELIMIT_TEST_ENGINE=functions`` (tests/helpers.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,22 @@ from typing import Iterator
 import pytest
 import redis
 
-from tests.helpers import RedisServer, free_port
+from tests.helpers import TEST_ENGINE, RedisServer, free_port
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "module_only: needs the module (server-side policies); skipped when the suite "
+        "runs on the Functions library (RATELIMIT_TEST_ENGINE=functions)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    if TEST_ENGINE == "module":
+        return
+    skip = pytest.mark.skip(reason="module only: server-side policies are module data")
+    for item in items:
+        if item.get_closest_marker("module_only"):
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +37,8 @@ def server() -> Iterator[RedisServer]:
 def r(server: RedisServer) -> Iterator[redis.Redis]:
     client = redis.Redis("127.0.0.1", server.port, socket_timeout=5)
     client.flushall()
-    client.execute_command("RL.POLICY", "LOAD", "REPLACE", "")
+    if TEST_ENGINE == "module":
+        client.execute_command("RL.POLICY", "LOAD", "REPLACE", "")
     yield client
     client.close()
 

@@ -1,5 +1,11 @@
 """Test helpers: a redis-server on a free loopback port, with the module from $RATELIMIT_MODULE
-(or without); ``calls`` reads INFO commandstats."""
+(or without); ``calls`` reads INFO commandstats.
+
+``RATELIMIT_TEST_ENGINE=functions`` runs the suite on the other engine: servers start without the
+module unless a test asks for it, the clients then decide through the Functions library, and
+``calls(r, "rl.gcra")`` counts the library's calls (``FCALL``). Tests of module-only features
+(server-side policies) carry ``@pytest.mark.module_only`` and are skipped there.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +16,14 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Optional
+from typing import List, Optional, Sequence
 
 import redis
+
+#: The engine the suite runs on: "module" (default) or "functions" (servers without the module).
+TEST_ENGINE = os.environ.get("RATELIMIT_TEST_ENGINE", "module")
+if TEST_ENGINE not in ("module", "functions"):
+    raise RuntimeError(f"RATELIMIT_TEST_ENGINE must be 'module' or 'functions', not {TEST_ENGINE!r}")
 
 
 def free_port() -> int:
@@ -22,11 +33,18 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """``with RedisServer() as server: server.port``. ``module=False`` starts a plain server;
-    ``port`` (0: a free one) fixes the port."""
+    """``with RedisServer() as server: server.port``. ``module=False`` starts a plain server,
+    ``module=True`` one with the module; the default follows ``RATELIMIT_TEST_ENGINE``. ``port``
+    (0: a free one) fixes the port; ``cluster_slots=False`` leaves a cluster node without slots
+    (to build a cluster of several); ``args``: more of redis-server's options."""
 
-    def __init__(self, module: bool = True, cluster: bool = False, port: int = 0) -> None:
+    def __init__(self, module: Optional[bool] = None, cluster: bool = False, port: int = 0,
+                 cluster_slots: bool = True, args: Sequence[str] = ()) -> None:
+        if module is None:
+            module = TEST_ENGINE == "module"
         self.cluster = cluster
+        self.cluster_slots = cluster_slots
+        self.extra_args = list(args)
         self.module: Optional[str] = None
         if module:
             self.module = os.environ.get("RATELIMIT_MODULE")
@@ -50,6 +68,7 @@ class RedisServer:
             if self.cluster:
                 args += ["--cluster-enabled", "yes", "--cluster-config-file",
                          os.path.join(self.dir, "nodes.conf")]
+            args += self.extra_args
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and self.proc.poll() is None:
@@ -57,7 +76,7 @@ class RedisServer:
                     with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                         s.sendall(b"PING\r\n")
                         if s.recv(16).startswith(b"+PONG"):
-                            if self.cluster:
+                            if self.cluster and self.cluster_slots:
                                 self._own_all_slots()
                             return self
                 except OSError:
@@ -103,9 +122,67 @@ class RedisServer:
 
 
 def calls(client: redis.Redis, command: str) -> int:
-    """How many times ``command`` ran (INFO commandstats)."""
+    """How many times ``command`` ran (INFO commandstats). Under ``RATELIMIT_TEST_ENGINE=
+    functions``, a module command (``rl.gcra``, …) counts the library's calls (``FCALL``)."""
     stats = client.info("commandstats")
+    if TEST_ENGINE == "functions" and command.lower().startswith(("rl.", "cl.")):
+        command = "fcall"
     return int(stats.get(f"cmdstat_{command.lower()}", {}).get("calls", 0))
+
+
+class Cluster:
+    """``with Cluster(3) as c: c.ports``: a Redis Cluster of ``n`` primaries (no replicas) on
+    loopback ports, the slots split evenly; ``module`` as :class:`RedisServer`'s."""
+
+    def __init__(self, n: int = 3, module: Optional[bool] = None) -> None:
+        self.nodes = [RedisServer(module=module, cluster=True, cluster_slots=False)
+                      for _ in range(n)]
+
+    @property
+    def ports(self) -> List[int]:
+        return [node.port for node in self.nodes]
+
+    def start(self) -> "Cluster":
+        try:
+            for node in self.nodes:
+                node.start()
+            clients = [redis.Redis("127.0.0.1", p) for p in self.ports]
+            per = 16384 // len(clients)
+            for i, c in enumerate(clients):
+                last = 16383 if i == len(clients) - 1 else (i + 1) * per - 1
+                c.execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, last)
+            for c in clients[1:]:
+                c.execute_command("CLUSTER", "MEET", "127.0.0.1", self.ports[0])
+            deadline = time.monotonic() + 20
+            while not all(b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO")
+                          and c.execute_command("CLUSTER", "INFO").count(b"\n") > 0
+                          and _known_nodes(c) == len(clients) for c in clients):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the cluster did not come up")
+                time.sleep(0.05)
+            for c in clients:
+                c.close()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _known_nodes(client: redis.Redis) -> int:
+    for line in client.execute_command("CLUSTER", "INFO").decode().splitlines():
+        if line.startswith("cluster_known_nodes:"):
+            return int(line.split(":")[1])
+    return 0
 
 
 class HungServer:

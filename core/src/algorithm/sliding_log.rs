@@ -134,10 +134,17 @@ impl SlidingLog {
     /// tokens in any window of `window_us` ≥ 1 µs.
     #[inline]
     pub fn new(limit: i64, window_us: i64) -> Result<Self> {
-        if !(1..=Self::MAX_LIMIT).contains(&limit) {
+        if limit < 1 {
             return Err(Error::OutOfRange {
                 arg: "limit",
-                bound: ">= 1 and <= 100000",
+                bound: ">= 1",
+            });
+        }
+        // The setting's own maximum: the same refusal as a limit above the
+        // setting, so a too-large limit reads one way wherever it is caught.
+        if limit > Self::MAX_LIMIT {
+            return Err(Error::LimitAboveSetting {
+                max: Self::MAX_LIMIT,
             });
         }
         if !(1..=crate::time::MAX_PERIOD_US).contains(&window_us) {

@@ -190,6 +190,7 @@ pub(crate) fn new_result_is_documented<T>(result: Result<T>) -> TestResult {
                     | Error::BadPeriod { .. }
                     | Error::RateTooHigh { .. }
                     | Error::RefillTooLong
+                    | Error::LimitAboveSetting { .. }
                     | Error::Overflow)
         ),
         "unexpected error {:?}",

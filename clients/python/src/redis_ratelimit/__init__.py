@@ -1,4 +1,5 @@
-"""redis-ratelimit for Python: a typed client for the redis-ratelimit Redis module, a storage for
+"""redis-ratelimit for Python: a typed client for the redis-ratelimit Redis module (or, on a
+server without it, its Functions library, loaded by the client), a storage for
 the ``limits`` library (flask-limiter, slowapi: ``storage_uri="redis+rl://…"``), and ASGI/WSGI
 middleware with a FastAPI dependency.
 
@@ -20,6 +21,7 @@ from ._core import (
     SlidingWindow,
     TokenBucket,
 )
+from ._engine import ENGINES, LIBRARY_VERSION, ModuleRequiredError
 from .client import DEFAULT_TIMEOUT_S, AsyncRateLimiter, AsyncRedis, RateLimiter, SyncRedis
 
 try:  # registers redis+rl:// and friends with `limits` (optional dependency)
@@ -34,10 +36,13 @@ __all__ = [
     "AsyncRedis",
     "DEFAULT_TIMEOUT_S",
     "Decision",
+    "ENGINES",
     "FixedWindow",
     "GCRA",
+    "LIBRARY_VERSION",
     "LeakyBucket",
     "Limit",
+    "ModuleRequiredError",
     "Policy",
     "PolicyOptions",
     "RateLimiter",

@@ -1,8 +1,9 @@
 """Every command this package sends to the server, built in one place, with how to read its reply.
 
 The sync and asyncio clients and the ``limits`` storages only run these :class:`Call`\\ s
-(``client.execute_command(*call.args)`` then ``call.read(reply)``): an engine other than the
-module (the Functions library's ``FCALL``) changes this module, not them. No I/O here.
+(``engine.execute(call.args)`` then ``call.read(reply)``). Commands are written in the module's
+words; ``_engine`` sends them as they are to the module, or as the Functions library's ``FCALL``
+or ``EVALSHA`` (same replies) where the server has no module. No I/O here.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ CVE-2023-28858/28859; this package needs ``redis>=4.5.4``).
 
 from __future__ import annotations
 
+import logging
 from typing import (
     Any,
     Awaitable,
@@ -29,6 +30,7 @@ from typing import (
 
 from . import _commands
 from ._commands import Call
+from ._engine import AsyncEngine, SyncEngine
 from ._core import (
     GCRA,
     Decision,
@@ -105,28 +107,75 @@ class RateLimiter:
     Common keyword options of every decision: ``tokens`` (cost, default 1) or ``refund`` (give
     tokens back), ``peek`` (decide without writing), ``block`` (seconds to lock a refusing limiter
     out; not for policies, whose block is their own), ``name`` (the label in ``headers()``).
+
+    Engine options (the same as the Node package's):
+
+    * ``engine`` (default ``"auto"``): ``"module"`` (the ``RL.*`` commands), ``"functions"`` (the
+      Functions library by ``FCALL``, loaded with ``FUNCTION LOAD REPLACE`` when absent or
+      older), ``"eval"`` (the same code by ``EVALSHA``); ``"auto"`` takes the module when the
+      server has it (``COMMAND INFO rl.gcra``), else the library, else ``EVALSHA``. The
+      :attr:`engine` property says which one decides.
+    * ``clock`` (default ``"auto"``): whose clock the library reads: the server's (``TIME``), or
+      this process's (``NOW <unix_µs>``) where the server refuses ``TIME`` in scripts (logged
+      once, a warning to ``logger``); ``"server"`` or ``"caller"`` forces one.
+    * ``logger`` (default ``logging.getLogger("redis_ratelimit")``); ``now``: the caller's clock,
+      µs since the Unix epoch (default: ``time.time_ns() // 1000``).
+
+    Server-side policies (``RL.POLICY``, ``RL.LIMIT``, :class:`Policy`) are module data: through
+    the library they raise :class:`~redis_ratelimit.ModuleRequiredError` (a ``ResponseError``).
     """
 
-    def __init__(self, client: SyncRedis) -> None:
+    def __init__(
+        self,
+        client: SyncRedis,
+        *,
+        engine: str = "auto",
+        clock: str = "auto",
+        logger: Optional[logging.Logger] = None,
+        now: Optional[Callable[[], int]] = None,
+    ) -> None:
         self.redis = client
         #: The client's socket timeout in seconds, when known (``None``: unbounded or unknown).
         self.timeout_s: Optional[float] = _socket_timeout(client)
+        self._engine = SyncEngine(lambda: self.redis, engine=engine, clock=clock, now=now,
+                                  logger=logger)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The engine deciding: ``"module"``, ``"functions"`` or ``"eval"``; ``None`` until the
+        first call (or :meth:`ready`) has found it."""
+        return self._engine.name
+
+    def ready(self) -> str:
+        """Finds the engine now (loading the library if needed) and returns its name."""
+        return self._engine.ready()
 
     @classmethod
     def from_url(
-        cls, url: str, timeout_s: float = DEFAULT_TIMEOUT_S, **options: Any
+        cls,
+        url: str,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        *,
+        engine: str = "auto",
+        clock: str = "auto",
+        logger: Optional[logging.Logger] = None,
+        now: Optional[Callable[[], int]] = None,
+        **options: Any,
     ) -> "RateLimiter":
         """A limiter on ``redis.Redis.from_url(url)`` with ``timeout_s`` socket timeouts and no
-        retries; ``options`` go to redis-py (and override those)."""
+        retries; ``options`` go to redis-py (and override those); ``engine``, ``clock``,
+        ``logger``, ``now`` as the constructor's."""
         import redis
 
-        limiter = cls(redis.Redis.from_url(url, **fail_fast(timeout_s, options)))
+        limiter = cls(redis.Redis.from_url(url, **fail_fast(timeout_s, options)), engine=engine,
+                      clock=clock, logger=logger, now=now)
         limiter.timeout_s = options.get("socket_timeout", timeout_s)
         return limiter
 
     def run(self, call: Call[T]) -> T:
-        """Sends one command of ``_commands`` and reads its reply: every method goes through here."""
-        return call.read(self.redis.execute_command(*call.args))
+        """Sends one command of ``_commands`` (through the engine in use) and reads its reply:
+        every method goes through here."""
+        return call.read(self._engine.execute(call.args))
 
     def check(
         self,
@@ -352,13 +401,34 @@ class RateLimiter:
 
 
 class AsyncRateLimiter:
-    """The asyncio twin of :class:`RateLimiter`, over ``redis.asyncio.Redis`` (or its cluster)."""
+    """The asyncio twin of :class:`RateLimiter`, over ``redis.asyncio.Redis`` (or its cluster),
+    with the same engine options (``engine``, ``clock``, ``logger``, ``now``)."""
 
-    def __init__(self, client: Optional[AsyncRedis]) -> None:
+    def __init__(
+        self,
+        client: Optional[AsyncRedis],
+        *,
+        engine: str = "auto",
+        clock: str = "auto",
+        logger: Optional[logging.Logger] = None,
+        now: Optional[Callable[[], int]] = None,
+    ) -> None:
         self._redis = client
         self._factory: Optional[Callable[[], AsyncRedis]] = None
         #: The client's socket timeout in seconds, when known (``None``: unbounded or unknown).
         self.timeout_s: Optional[float] = _socket_timeout(client)
+        self._engine = AsyncEngine(lambda: self.redis, engine=engine, clock=clock, now=now,
+                                   logger=logger)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The engine deciding: ``"module"``, ``"functions"`` or ``"eval"``; ``None`` until the
+        first call (or :meth:`ready`) has found it."""
+        return self._engine.name
+
+    async def ready(self) -> str:
+        """Finds the engine now (loading the library if needed) and returns its name."""
+        return await self._engine.ready()
 
     @property
     def redis(self) -> AsyncRedis:
@@ -371,14 +441,22 @@ class AsyncRateLimiter:
 
     @classmethod
     def from_url(
-        cls, url: str, timeout_s: float = DEFAULT_TIMEOUT_S, **options: Any
+        cls,
+        url: str,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        *,
+        engine: str = "auto",
+        clock: str = "auto",
+        logger: Optional[logging.Logger] = None,
+        now: Optional[Callable[[], int]] = None,
+        **options: Any,
     ) -> "AsyncRateLimiter":
         """A limiter on ``redis.asyncio.Redis.from_url(url)``, failing fast as
         :meth:`RateLimiter.from_url`'s; the client is created on first use, so this may be
         called outside the event loop (at import time)."""
         import redis.asyncio
 
-        limiter = cls(None)
+        limiter = cls(None, engine=engine, clock=clock, logger=logger, now=now)
         # Created on first use, inside the running event loop (on Python 3.9 redis-py's asyncio
         # pool binds to the loop current when it is built).
         limiter._factory = lambda: redis.asyncio.Redis.from_url(
@@ -388,8 +466,9 @@ class AsyncRateLimiter:
         return limiter
 
     async def run(self, call: Call[T]) -> T:
-        """Sends one command of ``_commands`` and reads its reply: every method goes through here."""
-        return call.read(await self.redis.execute_command(*call.args))
+        """Sends one command of ``_commands`` (through the engine in use) and reads its reply:
+        every method goes through here."""
+        return call.read(await self._engine.execute(call.args))
 
     async def check(
         self,

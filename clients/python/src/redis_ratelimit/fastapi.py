@@ -75,6 +75,12 @@ class RateLimit:
         )
         _warn_unbounded(limiter)
 
+    @property
+    def engine(self) -> Optional[str]:
+        """The limiter's engine (``"module"``, ``"functions"``, ``"eval"``; ``None`` before the
+        first call)."""
+        return getattr(self.limiter, "engine", None)
+
     async def __call__(self, request: Request, response: Response) -> Optional[Decision]:
         info = RequestInfo(
             request.method,

@@ -8,7 +8,17 @@ registers the URI schemes:
 * ``async+redis+rl://``, ``async+rediss+rl://``, ``async+redis+rl+unix://`` →
   :class:`AsyncRateLimitStorage`; ``async+redis+rl+cluster://`` → :class:`AsyncRateLimitClusterStorage`
 
-The rest of the URI is that of ``limits``' own Redis storages. Strategies:
+The rest of the URI is that of ``limits``' own Redis storages, plus two options of this package
+(in the query string, or as keyword arguments: flask-limiter's ``storage_options``, slowapi's
+``storage_options``), the same as the clients':
+
+* ``engine=auto|module|functions|eval``: which engine decides (default ``auto``: the module
+  when the server has it, else the Functions library, loaded by the storage, else ``EVALSHA``
+  of the same code); the storage's ``engine`` attribute says which one is in use;
+* ``clock=auto|server|caller``: whose clock the library reads (default ``auto``: the server's,
+  this process's where the server refuses ``TIME`` in scripts, logged once).
+
+Strategies:
 
 * ``moving-window`` → ``RL.SLIDINGLOG`` on ``<key>/rl.slidinglog`` (a sorted set);
 * ``sliding-window-counter`` → ``RL.SLIDINGWINDOW`` on ``<key>/rl.slidingwindow`` (one string
@@ -30,6 +40,7 @@ slowapi's ``swallow_errors`` / ``in_memory_fallback_enabled`` take over at once.
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.exceptions
 
@@ -41,6 +52,7 @@ from limits.storage.base import TimestampedSlidingWindow
 
 from . import _commands
 from ._core import SlidingLog, SlidingWindow
+from ._engine import TIME_REFUSED, AsyncEngine, ModuleRequiredError, SyncEngine, _State
 from .client import DEFAULT_TIMEOUT_S, fail_fast
 
 __all__ = [
@@ -53,15 +65,21 @@ __all__ = [
 MOVING_WINDOW_SUFFIX = "/rl.slidinglog"
 SLIDING_WINDOW_SUFFIX = "/rl.slidingwindow"
 
-# The module reads the clock in µs on Redis 7.2+ and Valkey, in whole ms on Redis 7.0: these
-# scripts read it the same way, so that what they report agrees with what the module decides.
+# The clock these scripts read is the one the engine decides with: the caller's (NOW) when the
+# engine passes it (ARGV's last, optional), else the server's, in µs; the module reads it in whole
+# ms on Redis 7.0 (ARGV "module" = '1'), the Functions library in µs everywhere. So what they
+# report agrees with what the engine decides.
 
-# The server's clock and a log's entries in the window (now - window, now]: the count and the
-# oldest timestamp. Entries are scored in µs; the member "B" is a block, not an entry.
+# A log's entries in the window (now - window, now]: the count and the oldest timestamp, and now.
+# Entries are scored in µs; the member "B" is a block, not an entry.
+# ARGV: window_us, module ('1' or '0'), [now_us].
 _MOVING_WINDOW_LUA = """
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if (redis.REDIS_VERSION_NUM or 0) < 0x070200 then now_us = now_us - now_us % 1000 end
+local now_us = tonumber(ARGV[3])
+if not now_us then
+  local t = redis.call('TIME')
+  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if ARGV[2] == '1' and (redis.REDIS_VERSION_NUM or 0) < 0x070200 then now_us = now_us - now_us % 1000 end
+end
 local from = now_us - tonumber(ARGV[1])
 local entries = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', from), '+inf', 'WITHSCORES')
 local n, oldest = 0, false
@@ -74,13 +92,53 @@ end
 return {string.format('%.0f', now_us), n, oldest}
 """
 
-# The server's clock and a sliding window counter's state.
+# The clock (µs, as a string) and a sliding window counter's state. ARGV: module, [now_us].
 _SLIDING_WINDOW_LUA = """
-local t = redis.call('TIME')
-local usec = tonumber(t[2])
-if (redis.REDIS_VERSION_NUM or 0) < 0x070200 then usec = usec - usec % 1000 end
-return {t[1], tostring(usec), redis.call('GET', KEYS[1])}
+local now_us = tonumber(ARGV[2])
+if not now_us then
+  local t = redis.call('TIME')
+  local usec = tonumber(t[2])
+  if ARGV[1] == '1' and (redis.REDIS_VERSION_NUM or 0) < 0x070200 then usec = usec - usec % 1000 end
+  now_us = tonumber(t[1]) * 1000000 + usec
+end
+return {string.format('%.0f', now_us), redis.call('GET', KEYS[1])}
 """
+
+_ENGINE_OPTIONS = ("engine", "clock")
+
+
+def _engine_options(uri: str, options: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
+    """``engine`` and ``clock`` taken out of the URI's query string and of ``options`` (a keyword
+    argument wins over the URI): the URI left for redis-py, and those options."""
+    parts = urlsplit(uri)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    found = {k: v for k, v in query if k in _ENGINE_OPTIONS}
+    if found:
+        rest = [(k, v) for k, v in query if k not in _ENGINE_OPTIONS]
+        uri = urlunsplit(parts._replace(query=urlencode(rest)))
+    for k in _ENGINE_OPTIONS:
+        if k in options:
+            found[k] = options.pop(k)
+    return uri, {"engine": found.get("engine", "auto"), "clock": found.get("clock", "auto"),
+                 "logger": options.pop("logger", None)}
+
+
+def _helper_args(state: _State, engine: str, args: List[Any]) -> List[Any]:
+    """A helper script's ARGV: ``args``, whether the module decides, and the caller's clock when
+    the engine passes it."""
+    out = [*args, "1" if engine == "module" else "0"]
+    if state.caller_clock:
+        out.append(str(state.now()))
+    return out
+
+
+def _caller_clock_now(state: _State, exc: BaseException) -> bool:
+    """After a helper script's error: whether it was ``TIME`` refused and the caller's clock now
+    takes over (then the script is run again)."""
+    if state.caller_clock or state.clock != "auto" or not TIME_REFUSED.search(str(exc)):
+        return False
+    state.use_caller_clock(str(exc))
+    return True
 
 
 def _strip_scheme(uri: str) -> str:
@@ -107,10 +165,10 @@ def _sliding_window(reply: Any, expiry: int) -> Tuple[int, float, int, float]:
     """The state ``[B<until>;]<window_start_us>:<previous>:<current>`` read at the server's now,
     as ``limits`` wants it: (previous count, seconds its weight lasts, current count, seconds
     until it leaves the sliding window)."""
-    sec, usec, state = reply
+    now, state = reply
     if not state:
         return 0, 0.0, 0, 0.0
-    now_us = int(_s(sec)) * 1_000_000 + int(_s(usec))
+    now_us = int(_s(now))
     text = _s(state)
     if text.startswith("B"):
         text = text.split(";", 1)[1]
@@ -149,7 +207,7 @@ def _too_large(limit: int, error: redis.exceptions.ResponseError) -> redis.excep
     """One message for the module's two refusals of a too-large log (above its
     ``sliding-log-max-limit``, or above the setting's own bound of 100000)."""
     text = str(error)
-    if limit < 1 or not text.startswith("limit must be"):
+    if limit < 1 or not text.startswith("limit must be") or isinstance(error, ModuleRequiredError):
         return error
     return MovingWindowLimitTooLarge(
         f"moving-window limit {limit} is above what the module's RL.SLIDINGLOG takes on this "
@@ -164,10 +222,22 @@ def _fail_fast_options(options: Dict[str, Any], asyncio: bool = False) -> Dict[s
 
 
 class _SyncMixin:
-    """RL.* strategies for a sync ``limits`` Redis storage (``self.get_connection()``)."""
+    """RL.* strategies for a sync ``limits`` Redis storage (``self.get_connection()``), through
+    the engine in use (``self.engine``)."""
 
     lua_rl_moving_window: Any
     lua_rl_sliding_window: Any
+    _rl: SyncEngine
+
+    def _init_engine(self, engine_options: Dict[str, Any]) -> None:
+        self._rl = SyncEngine(lambda: self.get_connection(),  # type: ignore[attr-defined]
+                              **engine_options)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The engine deciding: ``"module"``, ``"functions"`` or ``"eval"``; ``None`` until the
+        first call has found it."""
+        return self._rl.name
 
     def initialize_storage(self, uri: str) -> None:
         super().initialize_storage(uri)  # type: ignore[misc]
@@ -175,32 +245,39 @@ class _SyncMixin:
         self.lua_rl_moving_window = conn.register_script(_MOVING_WINDOW_LUA)
         self.lua_rl_sliding_window = conn.register_script(_SLIDING_WINDOW_LUA)
 
+    def _helper(self, script: Any, keys: List[str], args: List[Any]) -> Any:
+        engine = self._rl.ready()
+        try:
+            return script(keys, _helper_args(self._rl.state, engine, args))
+        except redis.exceptions.ResponseError as exc:
+            if not _caller_clock_now(self._rl.state, exc):
+                raise
+        return script(keys, _helper_args(self._rl.state, engine, args))
+
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         """``RL.SLIDINGLOG <key>/rl.slidinglog limit expiry [TOKENS amount]``: allowed?"""
         k = self.prefixed_key(key) + MOVING_WINDOW_SUFFIX  # type: ignore[attr-defined]
         try:
-            reply = self.get_connection().execute_command(  # type: ignore[attr-defined]
-                *_moving_window_call(k, limit, expiry, amount))
+            reply = self._rl.execute(_moving_window_call(k, limit, expiry, amount))
         except redis.exceptions.ResponseError as exc:
             raise _too_large(limit, exc) from exc
         return _acquired(reply)
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
-        """(oldest entry's time in s, entries) of the log's window at the server's now."""
+        """(oldest entry's time in s, entries) of the log's window at the engine's now."""
         k = self.prefixed_key(key) + MOVING_WINDOW_SUFFIX  # type: ignore[attr-defined]
-        return _moving_window(self.lua_rl_moving_window([k], [expiry * 1_000_000]))
+        return _moving_window(self._helper(self.lua_rl_moving_window, [k], [expiry * 1_000_000]))
 
     def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int,
                                      amount: int = 1) -> bool:
         """``RL.SLIDINGWINDOW <key>/rl.slidingwindow limit expiry [TOKENS amount]``: allowed?"""
         k = self.prefixed_key(key) + SLIDING_WINDOW_SUFFIX  # type: ignore[attr-defined]
-        reply = self.get_connection().execute_command(  # type: ignore[attr-defined]
-            *_sliding_window_call(k, limit, expiry, amount))
+        reply = self._rl.execute(_sliding_window_call(k, limit, expiry, amount))
         return _acquired(reply)
 
     def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
         k = self.prefixed_key(key) + SLIDING_WINDOW_SUFFIX  # type: ignore[attr-defined]
-        return _sliding_window(self.lua_rl_sliding_window([k]), expiry)
+        return _sliding_window(self._helper(self.lua_rl_sliding_window, [k], []), expiry)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         self.get_connection().delete(  # type: ignore[attr-defined]
@@ -215,27 +292,32 @@ class _SyncMixin:
 
 
 class RateLimitStorage(_SyncMixin, _RedisStorage, TimestampedSlidingWindow):
-    """``limits`` storage on the redis-ratelimit module: ``redis+rl://[:password]@host:port[/db]``,
-    ``rediss+rl://`` (TLS), ``redis+rl+unix:///path/to/sock``. Options as ``limits``'
-    ``RedisStorage`` (passed on to ``redis.from_url``)."""
+    """``limits`` storage on the redis-ratelimit module (or its Functions library):
+    ``redis+rl://[:password]@host:port[/db]``, ``rediss+rl://`` (TLS),
+    ``redis+rl+unix:///path/to/sock``. Options as ``limits``' ``RedisStorage`` (passed on to
+    ``redis.from_url``), and ``engine``, ``clock`` (module docstring)."""
 
     STORAGE_SCHEME = ["redis+rl", "rediss+rl", "redis+rl+unix"]
 
     def __init__(self, uri: str, connection_pool: Any = None, key_prefix: str = _RedisStorage.PREFIX,
                  wrap_exceptions: bool = False, **options: Any) -> None:
+        uri, engine_options = _engine_options(uri, options)
+        self._init_engine(engine_options)
         super().__init__(_strip_scheme(uri), connection_pool=connection_pool,
                          key_prefix=key_prefix, wrap_exceptions=wrap_exceptions,
                          **_fail_fast_options(options))
 
 
 class RateLimitClusterStorage(_SyncMixin, _RedisClusterStorage, TimestampedSlidingWindow):
-    """``redis+rl+cluster://[:password]@host:port,host:port``: a Redis Cluster whose nodes all
-    load the module."""
+    """``redis+rl+cluster://[:password]@host:port,host:port``: a Redis Cluster (the module on
+    every node, or the Functions library, which the storage loads on every primary)."""
 
     STORAGE_SCHEME = ["redis+rl+cluster"]
 
     def __init__(self, uri: str, key_prefix: str = _RedisStorage.PREFIX,
                  wrap_exceptions: bool = False, **options: Any) -> None:
+        uri, engine_options = _engine_options(uri, options)
+        self._init_engine(engine_options)
         options.setdefault("socket_timeout", DEFAULT_TIMEOUT_S)
         options.setdefault("socket_connect_timeout", DEFAULT_TIMEOUT_S)
         super().__init__(_strip_scheme(uri), key_prefix=key_prefix,
@@ -247,9 +329,29 @@ class _AsyncMixin:
 
     bridge: Any
     _scripts: Optional[Tuple[Any, Any, Any]] = None
+    _rl: AsyncEngine
+
+    def _init_engine(self, engine_options: Dict[str, Any]) -> None:
+        self._rl = AsyncEngine(lambda: self._conn(), **engine_options)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The engine deciding: ``"module"``, ``"functions"`` or ``"eval"``; ``None`` until the
+        first call has found it."""
+        return self._rl.name
 
     def _conn(self) -> Any:
         return self.bridge.get_connection()
+
+    async def _helper(self, which: int, keys: List[str], args: List[Any]) -> Any:
+        engine = await self._rl.ready()
+        try:
+            return await self._script(which)(keys=keys,
+                                             args=_helper_args(self._rl.state, engine, args))
+        except redis.exceptions.ResponseError as exc:
+            if not _caller_clock_now(self._rl.state, exc):
+                raise
+        return await self._script(which)(keys=keys, args=_helper_args(self._rl.state, engine, args))
 
     def _script(self, which: int) -> Any:
         """The registered scripts (``EVALSHA``, loaded once per server), for the current client."""
@@ -264,25 +366,25 @@ class _AsyncMixin:
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         try:
-            reply = await self._conn().execute_command(*_moving_window_call(
+            reply = await self._rl.execute(_moving_window_call(
                 self._rl_key(key, MOVING_WINDOW_SUFFIX), limit, expiry, amount))
         except redis.exceptions.ResponseError as exc:
             raise _too_large(limit, exc) from exc
         return _acquired(reply)
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
-        reply = await self._script(1)(keys=[self._rl_key(key, MOVING_WINDOW_SUFFIX)],
-                                      args=[expiry * 1_000_000])
+        reply = await self._helper(1, [self._rl_key(key, MOVING_WINDOW_SUFFIX)],
+                                   [expiry * 1_000_000])
         return _moving_window(reply)
 
     async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int,
                                            amount: int = 1) -> bool:
-        reply = await self._conn().execute_command(*_sliding_window_call(
+        reply = await self._rl.execute(_sliding_window_call(
             self._rl_key(key, SLIDING_WINDOW_SUFFIX), limit, expiry, amount))
         return _acquired(reply)
 
     async def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
-        reply = await self._script(2)(keys=[self._rl_key(key, SLIDING_WINDOW_SUFFIX)])
+        reply = await self._helper(2, [self._rl_key(key, SLIDING_WINDOW_SUFFIX)], [])
         return _sliding_window(reply, expiry)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:
@@ -308,6 +410,8 @@ class AsyncRateLimitStorage(_AsyncMixin, _AioRedisStorage, TimestampedSlidingWin
                  key_prefix: str = _AioRedisStorage.PREFIX, **options: Any) -> None:
         if implementation != "redispy":
             raise ValueError("AsyncRateLimitStorage runs on redis-py (implementation='redispy')")
+        uri, engine_options = _engine_options(uri, options)
+        self._init_engine(engine_options)
         super().__init__(_async_uri(uri), wrap_exceptions=wrap_exceptions,
                          implementation="redispy", key_prefix=key_prefix,
                          **_fail_fast_options(options, asyncio=True))
@@ -322,6 +426,8 @@ class AsyncRateLimitClusterStorage(_AsyncMixin, _AioRedisClusterStorage, Timesta
                  key_prefix: str = _AioRedisStorage.PREFIX, **options: Any) -> None:
         if implementation != "redispy":
             raise ValueError("AsyncRateLimitClusterStorage runs on redis-py")
+        uri, engine_options = _engine_options(uri, options)
+        self._init_engine(engine_options)
         options.setdefault("socket_timeout", DEFAULT_TIMEOUT_S)
         options.setdefault("socket_connect_timeout", DEFAULT_TIMEOUT_S)
         super().__init__(_async_uri(uri), wrap_exceptions=wrap_exceptions,

@@ -10,8 +10,8 @@ The first rule whose ``path`` (a prefix, or a regular expression when it starts 
 ``methods`` match decides; a request no rule matches, or whose key function returns ``None``,
 passes untouched. Allowed responses get the rate-limit headers (:meth:`Decision.headers`);
 refusals get 429 with them and ``Retry-After`` when a retry can pass (a cost above the limit gets
-429 without it). When Redis fails (connection refused, a timeout, a server without the module,
-any Redis error) the rule fails open (the request passes, without headers) or closed (503 with
+429 without it). When Redis fails (connection refused, a timeout, a policy rule on a server without
+the module, any Redis error) the rule fails open (the request passes, without headers) or closed (503 with
 ``Retry-After: 1``); it is never a 500.
 
 One flow, :class:`RateLimitFlow`, decides for the WSGI and ASGI middleware and the FastAPI
@@ -572,6 +572,12 @@ class WSGIRateLimitMiddleware:
         )
         _warn_unbounded(limiter)
 
+    @property
+    def engine(self) -> Optional[str]:
+        """The limiter's engine (``"module"``, ``"functions"``, ``"eval"``; ``None`` before the
+        first call, or for a limiter that does not say)."""
+        return getattr(self.limiter, "engine", None)
+
     def decide(self, request: RequestInfo) -> Optional[Outcome]:
         return self.flow.decide(self.limiter, request)
 
@@ -647,6 +653,12 @@ class ASGIRateLimitMiddleware:
             recheck_max_s=recheck_max_s,
         )
         _warn_unbounded(limiter)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The limiter's engine (``"module"``, ``"functions"``, ``"eval"``; ``None`` before the
+        first call, or for a limiter that does not say)."""
+        return getattr(self.limiter, "engine", None)
 
     async def decide(self, request: RequestInfo) -> Optional[Outcome]:
         return await self.flow.decide_async(self.limiter, request)

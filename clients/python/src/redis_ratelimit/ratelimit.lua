@@ -1,0 +1,1883 @@
+#!lua name=ratelimit
+-- The Functions engine of redis-ratelimit (issue 30): the module's commands as
+-- a Redis Functions library, with the module's grammar, bounds, error texts,
+-- replies, stored bytes and expiries. Contract: docs/functions.md. Reference:
+-- the Rust in core/src/ (algorithms) and src/command/ (handlers, storage).
+--
+-- Numbers: Redis's Lua 5.1 has only doubles, exact for integers up to 2^53.
+-- Every value is checked to stay within that (instants in µs, counts,
+-- durations); products that may exceed it go through `muldiv`, which is
+-- exact; CL.THROTTLE's nanosecond instants are kept as (µs, ns) pairs. A
+-- value the module accepts but that Lua cannot hold exactly gets an error
+-- (docs/functions.md, "Differences").
+--
+-- The EVAL form is this file without its first line: it then dispatches on
+-- ARGV[1], the function name.
+
+-- The library's version (rl_version): grows with every change.
+local VERSION = 1
+
+-- Everything is built inside `build`, on the first call: while a library
+-- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
+local function build()
+
+local byte, sub, find, upper, format = string.byte, string.sub, string.find, string.upper, string.format
+local floor, fmod = math.floor, math.fmod
+local rcall, rpcall = redis.call, redis.pcall
+local tonumber, type, error, pcall, unpack = tonumber, type, error, pcall, unpack
+
+local TWO52 = 4503599627370496
+local TWO53 = 9007199254740992
+local MAX_EXACT = TWO53 - 1
+local MAX_PERIOD_US = 31622400000000
+local US_PER_SEC = 1000000
+-- The module's settings, at their defaults (src/command/settings.rs).
+local SLIDING_LOG_MAX_LIMIT = 1000
+local SLIDING_LOG_CALL_BUDGET = 4000
+local SLIDING_LOG_HARD_MAX = 100000
+local STALE_REMOVED_PER_CALL = 128
+
+---------------------------------------------------------------------------
+-- Errors (core/src/error.rs), raised as {err = text} and replied once.
+
+local function fail(text)
+  error({ err = text }, 0)
+end
+
+local E_WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+local E_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] after the parameters'
+local E_OVERFLOW = 'ERR parameters too large: the limiter\'s arithmetic would overflow'
+local E_REFILL = 'ERR the time to refill from empty (limit × period / tokens per period) must be <= 31622400 seconds (366 days)'
+local E_DUPLICATE = 'ERR RL.ALL names the same key twice'
+local E_LIMITCOUNT = 'ERR RL.ALL needs exactly numkeys limits, one per key'
+local E_UNKNOWN = 'ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or POLICY name'
+local E_LEAKY_IN_ALL = 'ERR LEAKYBUCKET cannot be part of RL.ALL: its \'allowed after a delay\' has no all-or-nothing meaning'
+local E_POLICY = 'ERR policies are module data: POLICY is not available in the Functions library (use the module, or give the limit itself)'
+-- The library's own: a value the module accepts that Lua cannot compute
+-- exactly.
+local E_INEXACT_STATE = 'ERR the value at this key holds a number above 9007199254740991 (2^53 - 1), which the Functions library cannot compute exactly'
+local INF = 1 / 0
+
+-- A value the module did not write, named with its key (core/src/error.rs
+-- ForeignState: the key's first 64 bytes, anything but printable ASCII as
+-- '?', '...' when cut).
+local NOT_OURS_AHEAD = 'a time more than 366 days after the server clock'
+local NOT_OURS_TOO_LONG = 'more than 200001 entries'
+local NOT_OURS_MEMBER = 'a member the module did not write'
+local function e_foreign(key, command, why)
+  local shown = string.gsub(string.sub(key, 1, 64), '[^\33-\126]', '?')
+  if #key > 64 then shown = shown .. '...' end
+  fail('ERR the value at key \'' .. shown .. '\' is not ' .. command .. ' state (' .. why .. ')')
+end
+
+local function e_not_integer(name) fail('ERR ' .. name .. ' is not an integer or out of range') end
+local function e_not_float(name) fail('ERR ' .. name .. ' is not a valid float') end
+local function e_range(name, bound) fail('ERR ' .. name .. ' must be ' .. bound) end
+local function e_period(name)
+  fail('ERR ' .. name .. ' must be a finite number of seconds, at least 0.000001 and at most 31622400 (366 days)')
+end
+local function e_rate(name)
+  fail('ERR rate too high: at most one token per microsecond (' .. name .. ' too large for its period)')
+end
+local function e_invalid(command)
+  fail('ERR the value at this key is not ' .. command .. ' state (it was written by something else)')
+end
+local function e_inexact(name)
+  fail('ERR ' .. name .. ' must be <= 9007199254740991 (2^53 - 1) in the Functions library, the largest integer it computes exactly')
+end
+
+---------------------------------------------------------------------------
+-- Numbers
+
+-- The decimal string of an integer-valued double (tostring would print
+-- 1.7e+15).
+local function dec(x)
+  return format('%d', x)
+end
+
+-- Signed 64-bit integer bounds as decimal strings (Redis's string2ll).
+local I64_MAX = '9223372036854775807'
+local I64_MIN_ABS = '9223372036854775808'
+
+-- A string Redis's string2ll accepts ("-"? then "0" or [1-9][0-9]*, within
+-- i64): its value (a double; exact when |v| <= 2^53), else nil.
+local function to_int(s)
+  if s == '0' then return 0 end
+  local digits = s
+  local negative = byte(s, 1) == 45
+  if negative then digits = sub(s, 2) end
+  if not find(digits, '^[1-9]%d*$') then return nil end
+  local n = #digits
+  if n > 19 then return nil end
+  if n == 19 and digits > (negative and I64_MIN_ABS or I64_MAX) then return nil end
+  local v = tonumber(digits)
+  if negative then v = -v end
+  return v
+end
+
+-- A non-negative decimal of ASCII digits within i64, as the module writes
+-- its integers (core/src/algorithm/mod.rs parse_decimal; leading zeros
+-- allowed). Returns the value, or nil (not one), or false (one above 2^53 - 1).
+local function parse_decimal(s)
+  local n = #s
+  if n == 0 or n > 19 or find(s, '%D') then return nil end
+  if n == 16 then
+    if s > '9007199254740991' then return false end
+  elseif n > 16 then
+    local t = s
+    local z = find(t, '[^0]')
+    t = z and sub(t, z) or '0'
+    if #t == 19 and t > I64_MAX then return nil end
+    if #t > 16 or (#t == 16 and t > '9007199254740991') then return false end
+  end
+  return tonumber(s)
+end
+
+-- ⌈a / b⌉ truncating like Rust's `a / b + (a % b != 0)` (b > 0).
+local function ceil_div(a, b)
+  local r = fmod(a, b)
+  local q = (a - r) / b
+  if r ~= 0 then q = q + 1 end
+  return q
+end
+
+-- ⌊a / b⌋ for a >= 0, b > 0 (exact below 2^53).
+local function floor_div(a, b)
+  local r = fmod(a, b)
+  return (a - r) / b, r
+end
+
+-- Exact ⌊(a·b + c) / d⌋ and the remainder, for integers 0 <= a, b, c < 2^53
+-- and 1 <= d <= 2^53. The quotient is nil when it is 2^53 or more.
+local L24 = 16777216
+local function muldiv(a, b, c, d)
+  local p = a * b
+  if p < TWO53 then
+    local s = p + c
+    if s < TWO53 then
+      local r = fmod(s, d)
+      return (s - r) / d, r
+    end
+  end
+  -- Limbs of 24 bits: a·b + c < 2^107 in five limbs, then bit-serial
+  -- division (every intermediate below 2^53).
+  local a0 = fmod(a, L24); local t = (a - a0) / L24
+  local a1 = fmod(t, L24); local a2 = (t - a1) / L24
+  local b0 = fmod(b, L24); t = (b - b0) / L24
+  local b1 = fmod(t, L24); local b2 = (t - b1) / L24
+  local c0 = fmod(c, L24); t = (c - c0) / L24
+  local c1 = fmod(t, L24); local c2 = (t - c1) / L24
+  local z = { a0 * b0 + c0, a0 * b1 + a1 * b0 + c1, a0 * b2 + a1 * b1 + a2 * b0 + c2, a1 * b2 + a2 * b1, a2 * b2, 0 }
+  for i = 1, 5 do
+    local lo = fmod(z[i], L24)
+    z[i + 1] = z[i + 1] + (z[i] - lo) / L24
+    z[i] = lo
+  end
+  local q, r, big = 0, 0, false
+  for i = 6, 1, -1 do
+    local limb = z[i]
+    local bit = 8388608 -- 2^23
+    while bit >= 1 do
+      local b = 0
+      if limb >= bit then limb = limb - bit; b = 1 end
+      local u = r - d + r + b
+      if u >= 0 then r = u; q = q + q + 1 else r = r + r + b; q = q + q end
+      if q >= TWO53 then big = true; q = 0 end
+      bit = bit / 2
+    end
+  end
+  if big then return nil, r end
+  return q, r
+end
+
+-- Whether a string is the keyword `name` (upper case), ignoring ASCII case.
+local function is_kw(word, name)
+  return #word == #name and upper(word) == name
+end
+
+local function is_space(c)
+  return c == 32 or (c >= 9 and c <= 13)
+end
+
+-- Redis's float parsing (strtod of the whole string; no leading or trailing
+-- space, no NUL, no NaN, no overflow or underflow to zero).
+local function to_float(s)
+  local n = #s
+  if n == 0 or is_space(byte(s, 1)) or is_space(byte(s, n)) or find(s, '%z') then return nil end
+  local v = tonumber(s)
+  if v == nil or v ~= v then return nil end
+  local body = s
+  local c = byte(body, 1)
+  if c == 43 or c == 45 then body = sub(body, 2) end
+  if v == 1 / 0 or v == -1 / 0 then
+    -- strtod's "inf"/"infinity" are accepted; an overflow (ERANGE) is not.
+    local w = upper(body)
+    if w ~= 'INF' and w ~= 'INFINITY' then return nil end
+  elseif v == 0 then
+    -- An underflow to zero (ERANGE) is refused: a non-zero mantissa.
+    local mantissa
+    if find(body, '^0[xX]') then
+      mantissa = sub(body, 3):match('^[^pP]*')
+      if find(mantissa, '[1-9a-fA-F]') then return nil end
+    else
+      mantissa = body:match('^[^eE]*')
+      if find(mantissa, '[1-9]') then return nil end
+    end
+  end
+  return v
+end
+
+-- Seconds to whole µs, rounded to the nearest (half away from zero); nil
+-- unless finite, > 0, <= 366 days and >= 1 µs (core/src/time.rs).
+local function seconds_to_us(secs)
+  if secs ~= secs or secs <= 0 or secs > 31622400 then return nil end
+  local x = secs * 1e6
+  local f = floor(x)
+  if x - f >= 0.5 then f = f + 1 end
+  if f < 1 then return nil end
+  return f
+end
+
+---------------------------------------------------------------------------
+-- Arguments: `a[1]` is the key (or numkeys for rl_all), `a[i]` the module's
+-- argv[i].
+
+local function arg_or_syntax(a, i, syntax)
+  local w = a[i]
+  if w == nil then fail(syntax or E_SYNTAX) end
+  return w
+end
+
+-- An integer parameter (exactness is checked by each algorithm).
+local function integer(a, i, name, syntax)
+  local v = to_int(arg_or_syntax(a, i, syntax))
+  if v == nil then e_not_integer(name) end
+  return v
+end
+
+local function integer_at_least(a, i, name, min, bound, syntax)
+  local v = integer(a, i, name, syntax)
+  if v < min then e_range(name, bound) end
+  return v
+end
+
+local function seconds_as_us(a, i, name, syntax)
+  local secs = to_float(arg_or_syntax(a, i, syntax))
+  if secs == nil then e_not_float(name) end
+  local us = seconds_to_us(secs)
+  if us == nil then e_period(name) end
+  return us
+end
+
+-- NOW <unix_µs>: the caller's clock.
+local function now_option(a, i, syntax)
+  local v = to_int(arg_or_syntax(a, i, syntax))
+  if v == nil then e_not_integer('NOW') end
+  if v < 0 or v > TWO52 then e_range('NOW', '>= 0 and <= 4503599627370496 (unix µs)') end
+  return v
+end
+
+-- The options after the parameters, from `from`: [TOKENS n | REFUND n]
+-- [PEEK] [BLOCK duration] [NOW unix_µs]; `own(word, i)` answers how many
+-- words a command's own option takes (nil: a syntax error).
+-- Returns {refund, n, peek, block_us, now}.
+local function options(a, from, own, syntax, now)
+  local o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+  local op_seen, block_seen, now_seen = false, false, now ~= nil
+  local i = from
+  local count = #a
+  while i <= count do
+    local w = a[i]
+    local W = upper(w)
+    if W == 'TOKENS' or W == 'REFUND' then
+      if op_seen then fail(syntax or E_SYNTAX) end
+      op_seen = true
+      o.refund = W == 'REFUND'
+      o.n = integer_at_least(a, i + 1, W, 1, '>= 1', syntax)
+      i = i + 2
+    elseif W == 'PEEK' and not o.peek then
+      o.peek = true
+      i = i + 1
+    elseif W == 'BLOCK' and not block_seen then
+      block_seen = true
+      o.block_us = seconds_as_us(a, i + 1, 'BLOCK', syntax)
+      i = i + 2
+    elseif W == 'NOW' and not now_seen then
+      now_seen = true
+      o.now = now_option(a, i + 1, syntax)
+      i = i + 2
+    else
+      local taken = own and own(W, i)
+      if not taken or taken < 1 then fail(syntax or E_SYNTAX) end
+      i = i + taken
+    end
+  end
+  return o
+end
+
+---------------------------------------------------------------------------
+-- Decisions: {limited, limit, remaining, retry_after_us (false: none),
+-- reset_after_us} (core/src/algorithm/mod.rs Decision).
+
+local function decision(limited, limit, remaining, retry, reset)
+  return { limited, limit, remaining, retry, reset }
+end
+
+-- A refund's answer: the limiter as a zero-cost take reads it.
+local function refunded(alg, lim, state, now)
+  local d = alg.take(lim, state, now, 0)
+  d[1] = false
+  d[4] = false
+  return d
+end
+
+local DELETE = 'del'
+
+---------------------------------------------------------------------------
+-- GCRA (core/src/algorithm/gcra.rs). State: the TAT in µs, decimal.
+
+local GCRA = { command = 'RL.GCRA' }
+
+local function gcra_new(max_burst, tpp, period_us, raw_burst, names)
+  if max_burst < 0 then e_range(names[1], '>= 0') end
+  if tpp < 1 then e_range(names[2], '>= 1') end
+  if period_us < 1 or period_us > MAX_PERIOD_US then e_period('period') end
+  if tpp > period_us then e_rate(names[2]) end
+  local q, rest = floor_div(period_us, tpp)
+  local t = q
+  if rest >= tpp - rest then t = q + 1 end
+  if raw_burst == I64_MAX then fail(E_OVERFLOW) end
+  local limit = max_burst + 1
+  local tau = t * limit
+  if tau > MAX_PERIOD_US then fail(E_REFILL) end
+  return { t = t, limit = limit, tau = tau }
+end
+
+function GCRA.parse(a, at)
+  local max_burst = integer(a, at, 'max_burst')
+  local tpp = integer(a, at + 1, 'tokens_per_period')
+  local period_us = seconds_as_us(a, at + 2, 'period')
+  return gcra_new(max_burst, tpp, period_us, a[at], { 'max_burst', 'tokens_per_period' })
+end
+
+-- A time above 2^53 µs lies far beyond the horizon: INF.
+function GCRA.decode(lim, inner)
+  local tat = parse_decimal(inner)
+  if tat == false then return INF end
+  return tat
+end
+
+function GCRA.latest(tat)
+  return tat
+end
+
+local function gcra_remaining(lim, ttl)
+  local x = lim.tau - ttl
+  if x <= 0 then return 0 end
+  return (floor_div(x, lim.t))
+end
+
+function GCRA.take(lim, tat, now, cost)
+  if tat == nil or tat < now then tat = now end
+  local ttl = tat - now
+  if cost > lim.limit then
+    return decision(true, lim.limit, gcra_remaining(lim, ttl), false, ttl)
+  end
+  local inc = lim.t * cost
+  local new_tat = tat + inc
+  local new_ttl = new_tat - now
+  if new_ttl > lim.tau then
+    return decision(true, lim.limit, gcra_remaining(lim, ttl), new_ttl - lim.tau, ttl)
+  end
+  local value
+  if inc > 0 then value = dec(new_tat) end
+  return decision(false, lim.limit, gcra_remaining(lim, new_ttl), false, new_ttl), value, new_tat
+end
+
+function GCRA.refund(lim, tat, now, tokens)
+  if tat == nil then return refunded(GCRA, lim, nil, now), nil end
+  local new_tat = tat - lim.t * tokens
+  if new_tat < now then new_tat = now end
+  if new_tat <= now then return refunded(GCRA, lim, nil, now), DELETE end
+  return refunded(GCRA, lim, new_tat, now), dec(new_tat), new_tat
+end
+
+---------------------------------------------------------------------------
+-- Token bucket (core/src/algorithm/token_bucket.rs). State: when the bucket
+-- is full again, `full_at_us[:remainder]`, remainder in 1/refill_tokens µs.
+-- Deficits ("units" of 1/r µs) are kept as pairs (whole µs, remainder < r).
+
+local TOKENBUCKET = { command = 'RL.TOKENBUCKET' }
+
+local function bucket_new(capacity, r, p, names)
+  if capacity < 1 then e_range('capacity', '>= 1') end
+  if r < 1 then e_range(names[1], '>= 1') end
+  if p < 1 or p > MAX_PERIOD_US then e_period(names[2]) end
+  if r > p then e_rate(names[1]) end
+  -- ⌈capacity × p / r⌉ <= 366 days.
+  local cq, cr = muldiv(capacity, p, 0, r)
+  if cq == nil or cq + (cr > 0 and 1 or 0) > MAX_PERIOD_US then fail(E_REFILL) end
+  if capacity > MAX_EXACT then e_inexact('capacity') end
+  return { capacity = capacity, r = r, p = p, cq = cq, cr = cr }
+end
+
+function TOKENBUCKET.parse(a, at)
+  local capacity = integer(a, at, 'capacity')
+  local r = integer(a, at + 1, 'refill_tokens')
+  local p = seconds_as_us(a, at + 2, 'refill_period')
+  return bucket_new(capacity, r, p, { 'refill_tokens', 'refill_period' })
+end
+
+function TOKENBUCKET.decode(lim, inner)
+  local colon = find(inner, ':', 1, true)
+  if colon == nil then
+    local us = parse_decimal(inner)
+    if us == nil then return nil end
+    return { us or INF, 0 }
+  end
+  local us, rem = parse_decimal(sub(inner, 1, colon - 1)), parse_decimal(sub(inner, colon + 1))
+  if us == nil or rem == nil then return nil end
+  -- A remainder is clamped below refill_tokens: a huge one reads as INF.
+  return { us or INF, rem or INF }
+end
+
+function TOKENBUCKET.latest(f)
+  return f[1]
+end
+
+-- The deficit at `now` (units), as (µs, remainder).
+local function bucket_debt(lim, f, now)
+  if f == nil then return 0, 0 end
+  local rem = f[2]
+  if rem > lim.r - 1 then rem = lim.r - 1 end
+  local dq = f[1] - now
+  if dq < 0 then return 0, 0 end
+  return dq, rem
+end
+
+-- ⌊(capacity units − debt) / p⌋, at least 0.
+local function bucket_remaining(lim, dq, dr)
+  local xq, xr = lim.cq - dq, lim.cr - dr
+  if xr < 0 then xr = xr + lim.r; xq = xq - 1 end
+  if xq < 0 then return 0 end
+  return (muldiv(xq, lim.r, xr, lim.p))
+end
+
+local function bucket_decision(lim, limited, dq, dr, retry)
+  return decision(limited, lim.capacity, bucket_remaining(lim, dq, dr), retry, dq + (dr > 0 and 1 or 0))
+end
+
+-- `n × p` units as (µs, remainder); nil when past 2^53 µs.
+local function bucket_units(lim, n)
+  return muldiv(n, lim.p, 0, lim.r)
+end
+
+local function bucket_state(lim, now, dq, dr)
+  local full_at = now + dq
+  local value = dr == 0 and dec(full_at) or (dec(full_at) .. ':' .. dec(dr))
+  return value, full_at + (dr > 0 and 1 or 0)
+end
+
+function TOKENBUCKET.take(lim, f, now, cost)
+  local dq, dr = bucket_debt(lim, f, now)
+  if cost > lim.capacity then
+    return bucket_decision(lim, true, dq, dr, false)
+  end
+  local nq, nr = bucket_units(lim, cost)
+  nq, nr = dq + nq, dr + nr
+  if nr >= lim.r then nr = nr - lim.r; nq = nq + 1 end
+  -- excess = new debt − capacity units
+  local eq, er = nq - lim.cq, nr - lim.cr
+  if er < 0 then er = er + lim.r; eq = eq - 1 end
+  if eq >= 0 and (eq > 0 or er > 0) then
+    return bucket_decision(lim, true, dq, dr, eq + (er > 0 and 1 or 0))
+  end
+  local value, expire
+  if cost > 0 then value, expire = bucket_state(lim, now, nq, nr) end
+  return bucket_decision(lim, false, nq, nr, false), value, expire
+end
+
+function TOKENBUCKET.refund(lim, f, now, tokens)
+  local alg = lim.alg
+  if f == nil then return refunded(alg, lim, nil, now), nil end
+  local dq, dr = bucket_debt(lim, f, now)
+  local bq, br = bucket_units(lim, tokens)
+  local nq, nr
+  if bq == nil then
+    nq, nr = 0, 0
+  else
+    nq, nr = dq - bq, dr - br
+    if nr < 0 then nr = nr + lim.r; nq = nq - 1 end
+    if nq < 0 then nq, nr = 0, 0 end
+  end
+  if nq == 0 and nr == 0 then return refunded(alg, lim, nil, now), DELETE end
+  local value, expire = bucket_state(lim, now, nq, nr)
+  return refunded(alg, lim, { now + nq, nr }, now), value, expire
+end
+
+---------------------------------------------------------------------------
+-- Leaky bucket (core/src/algorithm/leaky_bucket.rs): the token bucket's
+-- arithmetic and state; an accepted request's retry_after is its wait.
+
+local LEAKYBUCKET = { command = 'RL.LEAKYBUCKET', decode = TOKENBUCKET.decode, latest = TOKENBUCKET.latest }
+
+function LEAKYBUCKET.parse(a, at)
+  local capacity = integer(a, at, 'capacity')
+  local r = integer(a, at + 1, 'leak_tokens')
+  local p = seconds_as_us(a, at + 2, 'leak_period')
+  return bucket_new(capacity, r, p, { 'leak_tokens', 'leak_period' })
+end
+
+function LEAKYBUCKET.take(lim, f, now, cost)
+  local d, value, expire = TOKENBUCKET.take(lim, f, now, cost)
+  if not d[1] then
+    local dq, dr = bucket_debt(lim, f, now)
+    d[4] = dq + (dr > 0 and 1 or 0)
+  end
+  return d, value, expire
+end
+
+LEAKYBUCKET.refund = TOKENBUCKET.refund
+
+---------------------------------------------------------------------------
+-- Fixed window (core/src/algorithm/fixed_window.rs). State:
+-- `[F]<window_start_us>:<count>`.
+
+local FIXEDWINDOW = { command = 'RL.FIXEDWINDOW' }
+
+local function check_limit_and_window(limit, window_us)
+  if limit < 1 then e_range('limit', '>= 1') end
+  if window_us < 1 or window_us > MAX_PERIOD_US then e_period('window') end
+end
+
+function FIXEDWINDOW.parse(a, at)
+  local limit = integer(a, at, 'limit')
+  local window_us = seconds_as_us(a, at + 1, 'window')
+  check_limit_and_window(limit, window_us)
+  if limit > MAX_EXACT then e_inexact('limit') end
+  return { limit = limit, w = window_us, first = false }
+end
+
+function FIXEDWINDOW.decode(lim, inner)
+  local first = byte(inner, 1) == 70 -- F
+  if first then inner = sub(inner, 2) end
+  local colon = find(inner, ':', 1, true)
+  if colon == nil then return nil end
+  local start, count = parse_decimal(sub(inner, 1, colon - 1)), parse_decimal(sub(inner, colon + 1))
+  if start == nil or count == nil then return nil end
+  -- A huge count refuses every take (INF); a refund of it is refused.
+  return { start or INF, count or INF, first }
+end
+
+function FIXEDWINDOW.latest(s)
+  return s[1]
+end
+
+-- The window counted at now: its start and count.
+local function fixed_counted(lim, s, now)
+  if s and s[3] ~= lim.first then
+    local stored = s[3] and 'FIRST' or 'EPOCH'
+    fail('ERR this key\'s window was started with ALIGN ' .. stored .. ': call it with ALIGN ' .. stored .. ', or DEL the key first')
+  end
+  if s and s[1] > now then return s[1], s[2] end
+  if not lim.first then
+    local start = now - fmod(now, lim.w)
+    if s and s[1] == start then return start, s[2] end
+    return start, 0
+  end
+  if s and now < s[1] + lim.w then return s[1], s[2] end
+  return now, 0
+end
+
+local function fixed_value(lim, start, count)
+  return (lim.first and 'F' or '') .. dec(start) .. ':' .. dec(count)
+end
+
+function FIXEDWINDOW.take(lim, s, now, cost)
+  local start, count = fixed_counted(lim, s, now)
+  local finish = start + lim.w
+  local to_end = finish - now
+  local function d(limited, c, retry)
+    local remaining = lim.limit - c
+    if remaining < 0 then remaining = 0 end
+    return decision(limited, lim.limit, remaining, retry, c > 0 and to_end or 0)
+  end
+  if cost > lim.limit then return d(true, count, false) end
+  local new_count = count + cost
+  if new_count > lim.limit then return d(true, count, to_end) end
+  local value
+  if cost > 0 then value = fixed_value(lim, start, new_count) end
+  return d(false, new_count, false), value, finish
+end
+
+function FIXEDWINDOW.refund(lim, s, now, tokens)
+  if s == nil then return refunded(FIXEDWINDOW, lim, nil, now), nil end
+  local start, count = fixed_counted(lim, s, now)
+  if start ~= s[1] then count = 0 end
+  local new_count = count - tokens
+  if new_count <= 0 then return refunded(FIXEDWINDOW, lim, nil, now), DELETE end
+  if new_count >= TWO53 then fail(E_INEXACT_STATE) end
+  local ns = { s[1], new_count, s[3] }
+  return refunded(FIXEDWINDOW, lim, ns, now), fixed_value(lim, s[1], new_count), s[1] + lim.w
+end
+
+---------------------------------------------------------------------------
+-- Sliding window counter (core/src/algorithm/sliding_window.rs). State:
+-- `<window_start_us>:<previous>:<current>`.
+
+-- Its keys expire within two windows: 732 days at most.
+local SLIDINGWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
+
+function SLIDINGWINDOW.parse(a, at)
+  local limit = integer(a, at, 'limit')
+  local window_us = seconds_as_us(a, at + 1, 'window')
+  check_limit_and_window(limit, window_us)
+  return { limit = limit, w = window_us }
+end
+
+local function e_buckets_mismatch(stored)
+  fail('ERR this key holds a sliding window ' .. stored .. ': call it the same way, or DEL the key first')
+end
+
+local function sliding_decode(inner)
+  local c1 = find(inner, ':', 1, true)
+  if c1 == nil then return nil end
+  local c2 = find(inner, ':', c1 + 1, true)
+  if c2 == nil then return nil end
+  local a, b, c = parse_decimal(sub(inner, 1, c1 - 1)), parse_decimal(sub(inner, c1 + 1, c2 - 1)),
+    parse_decimal(sub(inner, c2 + 1))
+  if a == nil or b == nil or c == nil then return nil end
+  if a == false then return { INF, 0, 0 } end
+  if b == false or c == false then return false end
+  return { a, b, c }
+end
+
+function SLIDINGWINDOW.latest(s)
+  return s[1]
+end
+
+function SLIDINGWINDOW.decode(lim, inner)
+  local s = sliding_decode(inner)
+  if s == nil and byte(inner, 1) == 75 then e_buckets_mismatch('with BUCKETS') end
+  return s
+end
+
+-- The windows as decide reads them: start, elapsed, previous, current, t.
+local function sliding_view(lim, s, now)
+  local w = lim.w
+  local t = now
+  if s and s[1] > now then t = s[1] end
+  local start = t - fmod(t, w)
+  local previous, current = 0, 0
+  if s then
+    if s[1] == start then
+      previous, current = s[2], s[3]
+    elseif s[1] == start - w then
+      previous = s[3]
+    end
+  end
+  return start, t - start, previous, current, t
+end
+
+function SLIDINGWINDOW.take(lim, s, now, cost)
+  local w, limit = lim.w, lim.limit
+  local start, elapsed, previous, current, t = sliding_view(lim, s, now)
+  local ahead = t - now
+  local function reset_after(cur)
+    if cur > 0 then return start + 2 * w - now end
+    if previous > 0 then return start + w - now end
+    return 0
+  end
+  -- ⌈previous × (W − elapsed) / W⌉: the weighted previous count.
+  local pq, pr = muldiv(previous, w - elapsed, 0, w)
+  if pq == nil then fail(E_OVERFLOW) end
+  local pc = pq + (pr > 0 and 1 or 0)
+  local function remaining(cur)
+    local x = limit - cur - pc
+    if x < 0 then return 0 end
+    return x
+  end
+  if cost > limit then
+    return decision(true, limit, remaining(current), false, reset_after(current))
+  end
+  local headroom = limit - current - cost
+  if pc <= headroom then
+    local new_current = current + cost
+    local value
+    if cost > 0 then value = dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current) end
+    return decision(false, limit, remaining(new_current), false, reset_after(new_current)), value, start + 2 * w
+  end
+  local retry
+  if headroom >= 0 then
+    -- Later in this window, as the previous window's weight drops.
+    local q = muldiv(headroom, w, 0, previous)
+    local d = 0
+    if q ~= nil then
+      d = (w - elapsed) - q
+      if d < 0 then d = 0 end
+    end
+    retry = ahead + d
+  else
+    -- In the next window, where `current` becomes the previous count.
+    local q = muldiv(limit - cost, w, 0, current)
+    local e = 0
+    if q ~= nil then
+      e = w - q
+      if e < 0 then e = 0 end
+    end
+    retry = (start + w - now) + e
+  end
+  return decision(true, limit, remaining(current), retry, reset_after(current))
+end
+
+function SLIDINGWINDOW.refund(lim, s, now, tokens)
+  if s == nil then return refunded(SLIDINGWINDOW, lim, nil, now), nil end
+  local start, _, previous, current = sliding_view(lim, s, now)
+  local new_current = current - tokens
+  if new_current < 0 then new_current = 0 end
+  if previous == 0 and new_current == 0 then return refunded(SLIDINGWINDOW, lim, nil, now), DELETE end
+  local ns = { start, previous, new_current }
+  return refunded(SLIDINGWINDOW, lim, ns, now),
+    dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current), start + 2 * lim.w
+end
+
+---------------------------------------------------------------------------
+-- Sliding window over k sub-windows (core/src/algorithm/bucket_window.rs,
+-- `RL.SLIDINGWINDOW … BUCKETS k`). State: `K`, the sub-window length and the
+-- newest sub-window's index (zig-zag) as LEB128 varints, then the counts as
+-- little-endian u32, newest first.
+
+local BUCKETWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
+local char = string.char
+
+local function bucket_window_new(limit, window_us, k)
+  check_limit_and_window(limit, window_us)
+  if limit > 4294967295 then e_range('limit', '<= 4294967295 with BUCKETS') end
+  if k < 2 or k > 60 then e_range('BUCKETS', '>= 2 and <= 60') end
+  return { limit = limit, w = window_us, k = k, sub = ceil_div(window_us, k), alg = BUCKETWINDOW }
+end
+
+-- A varint at `i`: its value (nil: malformed; false: 2^53 or more) and the
+-- next index.
+local function take_varint(bytes, i)
+  local value, scale = 0, 1
+  for j = 0, 9 do
+    local b = byte(bytes, i + j)
+    if b == nil then return nil end
+    local part = b % 128
+    if j == 9 and part > 1 then return nil end
+    value = value + part * scale
+    scale = scale * 128
+    if b < 128 then
+      if value >= TWO53 then return false, i + j + 1 end
+      return value, i + j + 1
+    end
+  end
+  return nil
+end
+
+function BUCKETWINDOW.decode(lim, inner)
+  if byte(inner, 1) ~= 75 then
+    if sliding_decode(inner) ~= nil then e_buckets_mismatch('without BUCKETS') end
+    return nil
+  end
+  local sub_us, i = take_varint(inner, 2)
+  if sub_us == nil then return nil end
+  local zigzag, j = take_varint(inner, i)
+  if zigzag == nil then return nil end
+  if sub_us == 0 then return nil end
+  local rest = #inner - j + 1
+  if rest == 0 or rest % 4 ~= 0 or rest / 4 > 60 then return nil end
+  if sub_us == false or zigzag == false then
+    -- A newest index or length of 2^53 or more: far ahead when the index
+    -- is positive (zig-zag even: its first byte's low bit).
+    if byte(inner, i) % 2 == 0 and zigzag ~= 0 then return { sub = 1, newest = INF, counts = {} } end
+    return false
+  end
+  local newest = zigzag / 2
+  if zigzag % 2 == 1 then newest = -(zigzag + 1) / 2 end
+  local counts = {}
+  for c = 1, rest / 4 do
+    local b0, b1, b2, b3 = byte(inner, j + 4 * c - 4, j + 4 * c - 1)
+    counts[c] = b0 + 256 * (b1 + 256 * (b2 + 256 * b3))
+  end
+  return { sub = sub_us, newest = newest, counts = counts }
+end
+
+function BUCKETWINDOW.latest(s)
+  return s.newest * s.sub
+end
+
+local function put_varint(v)
+  local out = ''
+  while v >= 128 do
+    local part = fmod(v, 128)
+    out = out .. char(part + 128)
+    v = (v - part) / 128
+  end
+  return out .. char(v)
+end
+
+local function u32le(c)
+  local b0 = c % 256; c = (c - b0) / 256
+  local b1 = c % 256; c = (c - b1) / 256
+  local b2 = c % 256
+  return char(b0, b1, b2, (c - b2) / 256)
+end
+
+-- The view at now: the current sub-window's index and view[i] (1-based:
+-- view[1] is the current sub-window's count).
+local function bucket_view(lim, s, now)
+  local k, view = lim.k, {}
+  for i = 1, k do view[i] = 0 end
+  local now_index = floor_div(now, lim.sub)
+  if s == nil then return now_index, view end
+  if s.sub ~= lim.sub then
+    local window_start = now - lim.w
+    local sum = 0
+    for i = 1, #s.counts do
+      if (s.newest - (i - 1) + 1) * s.sub > window_start then sum = sum + s.counts[i] end
+    end
+    if sum > 4294967295 then sum = 4294967295 end
+    view[1] = sum
+    return now_index, view
+  end
+  local current = now_index
+  if s.newest > current then current = s.newest end
+  local shift = current - s.newest
+  for i = 1, #s.counts do
+    local at = shift + i
+    if at <= k then view[at] = s.counts[i] end
+  end
+  return current, view
+end
+
+-- The encoded state of a view (nil when all is 0), and when it empties.
+local function bucket_encode(lim, current, view)
+  local first, last
+  for i = 1, lim.k do
+    if view[i] > 0 then
+      first = first or i
+      last = i
+    end
+  end
+  if first == nil then return nil end
+  local newest = current - (first - 1)
+  local zigzag = newest >= 0 and 2 * newest or -2 * newest - 1
+  local parts = { 'K', put_varint(lim.sub), put_varint(zigzag) }
+  for i = first, last do parts[#parts + 1] = u32le(view[i]) end
+  return table.concat(parts)
+end
+
+local function bucket_empty_at(lim, current, view)
+  for i = 1, lim.k do
+    if view[i] > 0 then return (current - (i - 1) + lim.k) * lim.sub end
+  end
+  return nil
+end
+
+local function bucket_window_decision(lim, limited, counted, retry, empty_at, now)
+  local remaining = lim.limit - counted
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if empty_at then
+    reset = empty_at - now
+    if reset < 0 then reset = 0 end
+  end
+  return decision(limited, lim.limit, remaining, retry, reset)
+end
+
+function BUCKETWINDOW.take(lim, s, now, cost)
+  local current, view = bucket_view(lim, s, now)
+  local k = lim.k
+  local counted = 0
+  for i = 1, k do counted = counted + view[i] end
+  if cost > lim.limit then
+    return bucket_window_decision(lim, true, counted, false, bucket_empty_at(lim, current, view), now)
+  end
+  if counted + cost <= lim.limit then
+    local value, expire
+    if cost > 0 then
+      local c = view[1] + cost
+      if c > 4294967295 then c = 4294967295 end
+      view[1] = c
+      value, expire = bucket_encode(lim, current, view), bucket_empty_at(lim, current, view)
+    end
+    return bucket_window_decision(lim, false, counted + cost, false, bucket_empty_at(lim, current, view), now), value, expire
+  end
+  local empty = bucket_empty_at(lim, current, view)
+  local left, retry = counted, false
+  for i = k, 1, -1 do
+    if view[i] ~= 0 then
+      left = left - view[i]
+      if left + cost <= lim.limit then
+        retry = (current - (i - 1) + k) * lim.sub - now
+        if retry < 1 then retry = 1 end
+        break
+      end
+    end
+  end
+  return bucket_window_decision(lim, true, counted, retry, empty, now)
+end
+
+function BUCKETWINDOW.refund(lim, s, now, tokens)
+  if s == nil then return (BUCKETWINDOW.take(lim, nil, now, 0)), nil end
+  local current, view = bucket_view(lim, s, now)
+  local give = tokens
+  for i = 1, lim.k do
+    local take = view[i]
+    if give < take then take = give end
+    view[i] = view[i] - take
+    give = give - take
+  end
+  local value = bucket_encode(lim, current, view)
+  local new_state = value and BUCKETWINDOW.decode(lim, value)
+  local d = BUCKETWINDOW.take(lim, new_state, now, 0)
+  if value == nil then return d, DELETE end
+  return d, value, bucket_empty_at(lim, current, view)
+end
+
+---------------------------------------------------------------------------
+-- CL.THROTTLE (core/src/algorithm/cell.rs): redis-cell's GCRA in
+-- nanoseconds. Instants and durations in ns are kept as pairs (µs, ns) with
+-- 0 <= ns < 1000, exact where a ns count passes 2^53. State: the TAT in ns
+-- (decimal), or below 10^17 a TAT in µs.
+
+local CELL = { command = 'CL.THROTTLE' }
+
+local function pair_sub(aus, ans, bus, bns)
+  local us, ns = aus - bus, ans - bns
+  if ns < 0 then ns = ns + 1000; us = us - 1 end
+  return us, ns
+end
+
+local function pair_add(aus, ans, bus, bns)
+  local us, ns = aus + bus, ans + bns
+  if ns >= 1000 then ns = ns - 1000; us = us + 1 end
+  return us, ns
+end
+
+-- a > b
+local function pair_gt(aus, ans, bus, bns)
+  return aus > bus or (aus == bus and ans > bns)
+end
+
+local function cell_new(max_burst, cpp, period_secs, raw_burst)
+  if max_burst < 0 then e_range('max_burst', '>= 0') end
+  if cpp < 1 then e_range('count_per_period', '>= 1') end
+  if period_secs < 1 then e_period('period') end
+  if period_secs > 31622400 then e_range('period', '>= 1 and <= 31622400 (366 days)') end
+  -- redis-cell's f64 division, truncated.
+  local t = floor(period_secs * 1e9 / cpp)
+  if t < 1000 then e_rate('count_per_period') end
+  if raw_burst == I64_MAX then fail(E_OVERFLOW) end
+  local limit = max_burst + 1
+  local t_ns = fmod(t, 1000)
+  local t_us = (t - t_ns) / 1000
+  -- τ = T × limit ns, as (µs, ns).
+  local tau_us, tau_ns
+  if limit > 1e17 then
+    fail(E_OVERFLOW)
+  end
+  local q, r = muldiv(t_ns, limit, 0, 1000)
+  tau_us, tau_ns = t_us * limit + (q or TWO53), r
+  if tau_us > 9e16 or (tau_us == 9e16 and tau_ns > 0) then fail(E_OVERFLOW) end
+  if tau_us > MAX_PERIOD_US or (tau_us == MAX_PERIOD_US and tau_ns > 0) then fail(E_REFILL) end
+  return { t_us = t_us, t_ns = t_ns, limit = limit, tau_us = tau_us, tau_ns = tau_ns, alg = CELL }
+end
+
+function CELL.decode(lim, inner)
+  local n = #inner
+  if n == 0 or n > 19 or find(inner, '%D') then return nil end
+  local z = find(inner, '[^0]')
+  local digits = z and sub(inner, z) or '0'
+  if #digits == 19 and digits > I64_MAX then return nil end
+  if #digits >= 18 then
+    -- ≥ 10^17: nanoseconds.
+    return { tonumber(sub(digits, 1, -4)), tonumber(sub(digits, -3)) }
+  end
+  local us = parse_decimal(digits)
+  return { us or INF, 0 }
+end
+
+-- The TAT in µs (rounded down).
+function CELL.latest(tat)
+  return tat[1]
+end
+
+local function cell_remaining(lim, ttl_us, ttl_ns)
+  local nus, nns = pair_sub(lim.tau_us, lim.tau_ns, ttl_us, ttl_ns)
+  -- next <= −T: nothing left.
+  local mus, mns = pair_sub(0, 0, lim.t_us, lim.t_ns)
+  if not pair_gt(nus, nns, mus, mns) then return 0 end
+  -- next / 1000 toward zero, divided in f64 by T / 1000, toward zero.
+  local a = nus
+  if nus < 0 and nns > 0 then a = nus + 1 end
+  local count = a / lim.t_us
+  if count < 0 then count = -floor(-count) else count = floor(count) end
+  if count < 0 then count = 0 end
+  if count > lim.limit then count = lim.limit end
+  return count
+end
+
+local function cell_decision(lim, cost, limited, ttl_us, ttl_ns, retry_us)
+  local remaining = cell_remaining(lim, ttl_us, ttl_ns)
+  if retry_us then
+    if cost - 1 < remaining then remaining = cost - 1 end
+    if remaining < 0 then remaining = 0 end
+  end
+  return decision(limited, lim.limit, remaining, retry_us or false, ttl_us)
+end
+
+function CELL.take(lim, tat, now, cost)
+  local tus, tns = now, 0
+  if tat and pair_gt(tat[1], tat[2], now, 0) then tus, tns = tat[1], tat[2] end
+  local ttl_us, ttl_ns = pair_sub(tus, tns, now, 0)
+  if cost > lim.limit then return cell_decision(lim, cost, true, ttl_us, ttl_ns, nil) end
+  local q, r = muldiv(lim.t_ns, cost, 0, 1000)
+  local ius, ins = lim.t_us * cost + q, r
+  local nus, nns = pair_add(tus, tns, ius, ins)
+  local lus, lns = pair_sub(nus, nns, now, 0)
+  if pair_gt(lus, lns, lim.tau_us, lim.tau_ns) then
+    local rus = pair_sub(lus, lns, lim.tau_us, lim.tau_ns)
+    return cell_decision(lim, cost, true, ttl_us, ttl_ns, rus)
+  end
+  local value
+  if ius > 0 or ins > 0 then
+    if nus >= 1e14 then
+      value = dec(nus) .. format('%03d', nns)
+    else
+      value = dec(nus + (nns > 0 and 1 or 0))
+    end
+  end
+  return cell_decision(lim, cost, false, lus, lns, nil), value, nus + (nns > 0 and 1 or 0)
+end
+
+-- Seconds as redis-cell replies them: whole seconds, plus one for a
+-- non-zero millisecond part.
+local function reply_secs(us)
+  local r = fmod(us, 1000000)
+  local secs = (us - r) / 1000000
+  local ms = r / 1000
+  if ms < 0 then ms = -floor(-ms) else ms = floor(ms) end
+  if ms > 0 then secs = secs + 1 end
+  return secs
+end
+
+---------------------------------------------------------------------------
+-- Storage of string states (src/command/decide/storage.rs) with their block
+-- (core/src/algorithm/block.rs: `B<blocked_until_us>;` + the state).
+
+local function blocked_decision(d, block_end, now)
+  local left = block_end - now
+  local never = d[1] and not d[4]
+  local retry = false
+  if not never then
+    retry = d[4] or 0
+    if left > retry then retry = left end
+  end
+  local reset = d[5]
+  if left > reset then reset = left end
+  return decision(true, d[2], 0, retry, reset)
+end
+
+local function ceil_ms(us)
+  return ceil_div(us, 1000)
+end
+
+-- Plans one string-state limiter: reads the key, decides at `at.now`.
+-- Returns the decision and the write: nothing (nil), DELETE, or the value
+-- and its expiry in ms (SET … PXAT).
+local MAX_STATE_BYTES = 281 -- recognize::MAX_STATE_BYTES: B<i64>; + a bucketed state
+
+local function plan_string(key, alg, lim, at)
+  local now = at.now
+  local stored = rpcall('GET', key)
+  if type(stored) == 'table' then fail(E_WRONGTYPE) end
+  -- Longer than any state: not one (read no further).
+  if stored and #stored > MAX_STATE_BYTES then e_invalid(alg.command) end
+  local block_end, inner = nil, stored
+  if stored and byte(stored, 1) == 66 then -- B
+    local semi = find(stored, ';', 2, true)
+    if semi == nil then e_invalid(alg.command) end
+    block_end = parse_decimal(sub(stored, 2, semi - 1))
+    if block_end == nil then e_invalid(alg.command) end
+    if block_end == false then block_end = INF end
+    inner = sub(stored, semi + 1)
+  end
+  local state
+  if stored and not (block_end and inner == '') then
+    state = alg.decode(lim, inner)
+    if state == nil then e_invalid(alg.command) end
+    if state == false then fail(E_INEXACT_STATE) end
+  end
+  -- A state or block more than 366 days ahead is not one the module wrote.
+  local latest = state and alg.latest(state)
+  if block_end and (latest == nil or block_end > latest) then latest = block_end end
+  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, alg.command, NOT_OURS_AHEAD) end
+  -- Every expiry written is at most the horizon ahead.
+  local cap = now + (alg.horizon or MAX_PERIOD_US)
+  local in_force = block_end and block_end > now and block_end or nil
+  if not at.refund then
+    local d, value, expire = alg.take(lim, state, now, at.n)
+    if in_force then d = blocked_decision(d, in_force, now) end
+    if not d[1] then
+      if value then
+        if expire > cap then expire = cap end
+        return d, value, ceil_ms(expire)
+      end
+      return d
+    end
+    if at.block_us and stored and d[4] then
+      local new_until = now + at.block_us
+      if in_force and in_force > new_until then new_until = in_force end
+      d = blocked_decision(d, new_until, now)
+      local ms = rpcall('PEXPIRETIME', key)
+      if type(ms) ~= 'number' then
+        -- Redis 6.2: no PEXPIRETIME; the expiry from PTTL and the clock.
+        local ttl = rcall('PTTL', key)
+        ms = ttl >= 0 and (at.now_ms + ttl) or -1
+      end
+      local current_us = ms > 0 and ms * 1000 or 0
+      if current_us > cap then current_us = cap end
+      if new_until > current_us then current_us = new_until end
+      return d, 'B' .. dec(new_until) .. ';' .. inner, ceil_ms(current_us)
+    end
+    return d
+  end
+  local d, value, expire = alg.refund(lim, state, now, at.n)
+  if value == DELETE then
+    if in_force then return d, 'B' .. dec(in_force) .. ';', ceil_ms(in_force) end
+    return d, DELETE
+  end
+  if value then
+    if expire > cap then expire = cap end
+    if in_force then
+      if in_force > expire then expire = in_force end
+      return d, 'B' .. dec(in_force) .. ';' .. value, ceil_ms(expire)
+    end
+    return d, value, ceil_ms(expire)
+  end
+  return d
+end
+
+local function apply_string(key, value, expire_ms)
+  if value == DELETE then
+    rcall('DEL', key)
+  else
+    rcall('SET', key, value, 'PXAT', dec(expire_ms))
+  end
+end
+
+---------------------------------------------------------------------------
+-- Sliding log (core/src/algorithm/sliding_log.rs, src/command/sliding_log.rs):
+-- a sorted set of accepted tokens scored by their µs timestamp, members
+-- small integers below max(2 × limit, 128); a block is the member "B"
+-- scored by its end.
+
+local SLIDINGLOG = { command = 'RL.SLIDINGLOG' }
+
+local function e_over_budget(entries)
+  fail('ERR this call may touch ' .. dec(entries) .. ' sliding-log entries (limit + TOKENS of each SLIDINGLOG), more than the module\'s sliding-log-call-budget of ' .. dec(SLIDING_LOG_CALL_BUDGET) .. '; use fewer or smaller SLIDINGLOG limits, or RL.SLIDINGWINDOW')
+end
+
+-- The entries a call of `tokens` may touch: limit + min(tokens, limit).
+local function log_entries(lim, tokens)
+  if tokens > lim.limit then return lim.limit + lim.limit end
+  if tokens < 0 then return lim.limit end
+  return lim.limit + tokens
+end
+
+function SLIDINGLOG.parse(a, at)
+  local limit = integer(a, at, 'limit')
+  local window_us = seconds_as_us(a, at + 1, 'window')
+  -- The setting (fixed at the module's default, below its own maximum) first:
+  -- every too-large limit reads one way, as in the module.
+  if limit > SLIDING_LOG_MAX_LIMIT then
+    fail('ERR limit must be <= ' .. dec(SLIDING_LOG_MAX_LIMIT) .. ' (the module\'s sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW')
+  end
+  if limit < 1 then e_range('limit', '>= 1') end
+  if window_us < 1 or window_us > MAX_PERIOD_US then e_period('window') end
+  local lim = { limit = limit, w = window_us }
+  local entries = log_entries(lim, 1)
+  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+  return lim
+end
+
+-- A score as the module reads it (`as i64`: toward zero).
+local function score_us(score)
+  if score < 0 then return -floor(-score) end
+  return floor(score)
+end
+
+-- The log of `key`: nil for no key, else {newest, newest_member,
+-- blocked_until, key}; errors for another type or a foreign newest entry.
+-- A member the module can have written: an integer below 200000 (in the
+-- server's canonical form) or the block's B.
+local function is_log_member(member)
+  if member == 'B' then return true end
+  local id = to_int(member)
+  return id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX
+end
+
+local function e_log_member(key)
+  e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_MEMBER)
+end
+
+-- The log of `key` at `now`: nil for no key, else {key, len, newest,
+-- member, blocked}; errors for another type, a set longer than any log, a
+-- foreign newest entry, a newest entry or block beyond the horizon.
+local function log_open(key, now)
+  local len = rpcall('ZCARD', key)
+  if type(len) ~= 'number' then fail(E_WRONGTYPE) end
+  if len == 0 then return nil end
+  if len > 2 * SLIDING_LOG_HARD_MAX + 1 then e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_TOO_LONG) end
+  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  local z = { key = key, len = len }
+  local i = 1
+  if top[1] == 'B' then i = 3 end
+  local member = top[i]
+  if member ~= nil then
+    local score = tonumber(top[i + 1])
+    local id = to_int(member)
+    if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
+        and id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX) then
+      e_invalid('RL.SLIDINGLOG')
+    end
+    z.newest, z.member = score_us(score), id
+  end
+  if i == 3 then
+    z.blocked = score_us(tonumber(top[2]))
+  else
+    local b = rcall('ZSCORE', key, 'B')
+    if b then z.blocked = score_us(tonumber(b)) end
+  end
+  local latest = z.newest
+  if z.blocked and (latest == nil or z.blocked > latest) then latest = z.blocked end
+  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_AHEAD) end
+  return z
+end
+
+-- Entries (not the block) scored after `after`, at most `at_most`: the
+-- stale ones counted from the oldest (at most at_most + 1), else the live
+-- ones from the newest; every member walked checked.
+-- `want` (optional) fetches that many of the oldest stale entries at least,
+-- kept as z.stale for the removal an allowed call makes (checked there).
+local function log_count_after(z, after, at_most, want)
+  if z == nil then return 0 end
+  if at_most < 0 then at_most = 0 end
+  local fetch = at_most + 1
+  if want and want > fetch then fetch = want end
+  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(after), 'LIMIT', 0, fetch)
+  z.stale = stale
+  local n = #stale
+  if n > at_most + 1 then n = at_most + 1 end
+  for i = 1, n do
+    if not is_log_member(stale[i]) then e_log_member(z.key) end
+  end
+  if n <= at_most then
+    local live = z.len - n
+    if z.blocked and z.blocked > after then live = live - 1 end
+    if live < 0 then live = 0 end
+    if live > at_most then live = at_most end
+    return live
+  end
+  local live = 0
+  if at_most > 0 then
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(after), 'LIMIT', 0, at_most + 1)
+    for i = 1, #got do
+      local m = got[i]
+      if m ~= 'B' then
+        if not is_log_member(m) then e_log_member(z.key) end
+        live = live + 1
+        if live >= at_most then break end
+      end
+    end
+  end
+  return live
+end
+
+-- The score of the k-th (0-based) newest entry, not the block; every
+-- member walked checked.
+local function log_nth_newest(z, k)
+  if z == nil then return nil end
+  local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, k + 2)
+  local seen = 0
+  for i = 1, #got, 2 do
+    local m = got[i]
+    if m ~= 'B' then
+      if not is_log_member(m) then e_log_member(z.key) end
+      if seen == k then return score_us(tonumber(got[i + 1])) end
+      seen = seen + 1
+    end
+  end
+  return nil
+end
+
+function SLIDINGLOG.take(lim, z, now, cost)
+  local newest = z and z.newest
+  local t = now
+  if newest and newest > now then t = newest end
+  local cutoff = t - lim.w
+  -- An allowed call (cost <= limit) removes up to cost + 128 stale entries.
+  local removable = cost
+  if removable > lim.limit then removable = lim.limit end
+  local live = log_count_after(z, cutoff, lim.limit + 1, removable + STALE_REMOVED_PER_CALL)
+  local reset = 0
+  if newest and live > 0 then reset = newest + lim.w - now end
+  local remaining = lim.limit - live
+  if remaining < 0 then remaining = 0 end
+  if cost > lim.limit then return decision(true, lim.limit, remaining, false, reset) end
+  if live + cost > lim.limit then
+    local retry = reset
+    local ts = log_nth_newest(z, lim.limit - cost)
+    if ts then retry = ts + lim.w - now end
+    if retry < 1 then retry = 1 end
+    return decision(true, lim.limit, remaining, retry, reset)
+  end
+  local expire = t + lim.w
+  local upd
+  if cost > 0 then
+    reset = expire - now
+    upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
+  end
+  return decision(false, lim.limit, lim.limit - live - cost, false, reset), upd
+end
+
+-- A refund: the decision, and (remove_newest, delete, expire_us).
+function SLIDINGLOG.refund(lim, z, now, tokens)
+  local newest = z and z.newest
+  local t = now
+  if newest and newest > now then t = newest end
+  local cutoff = t - lim.w
+  local live = log_count_after(z, cutoff, lim.limit + 1)
+  local remove = tokens
+  if remove > live then remove = live end
+  if remove < 0 then remove = 0 end
+  local left = live - remove
+  local newest_left
+  if left > 0 then newest_left = log_nth_newest(z, remove) end
+  local expire = now
+  if newest_left then expire = newest_left + lim.w end
+  local remaining = lim.limit - left
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if newest_left then
+    reset = expire - now
+    if reset < 0 then reset = 0 end
+  end
+  return decision(false, lim.limit, remaining, false, reset), remove, left == 0 and remove > 0, expire
+end
+
+function SLIDINGLOG.plan(key, lim, at)
+  local now = at.now
+  local z = log_open(key, now)
+  -- Every expiry written is at most 366 days ahead.
+  local cap = now + MAX_PERIOD_US
+  local block_end = z and z.blocked
+  local in_force = block_end and block_end > now and block_end or nil
+  local d, write = nil, nil
+  if not at.refund then
+    local upd
+    d, upd = SLIDINGLOG.take(lim, z, now, at.n)
+    if in_force then d = blocked_decision(d, in_force, now) end
+    if not d[1] then
+      if upd then
+        upd.log = 'take'
+        upd.next = z and z.member and z.member + 1 or 0
+        upd.limit = lim.limit
+        if upd.expire > cap then upd.expire = cap end
+        -- The stale entries it removes, read and checked now, before any
+        -- key of the call is written.
+        local stale = {}
+        if z and not at.peek then
+          local fetched = z.stale
+          local n = #fetched
+          if n > upd.remove_at_most then n = upd.remove_at_most end
+          for i = 1, n do
+            local m = fetched[i]
+            if not is_log_member(m) then e_log_member(key) end
+            stale[i] = m
+          end
+        end
+        upd.stale = stale
+        write = upd
+      end
+    elseif at.block_us and z and d[4] then
+      local new_until = now + at.block_us
+      if in_force and in_force > new_until then new_until = in_force end
+      d = blocked_decision(d, new_until, now)
+      write = { log = 'block', block_end = new_until, now_ms = at.now_ms, cap = cap }
+    end
+  else
+    local remove, delete, expire
+    d, remove, delete, expire = SLIDINGLOG.refund(lim, z, now, at.n)
+    if remove > 0 then
+      if in_force and in_force > expire then expire = in_force end
+      if expire > cap then expire = cap end
+      write = { log = 'refund', remove = remove, delete = delete and not in_force, expire = expire }
+    end
+  end
+  return d, write
+end
+
+-- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the clock (ms; -1
+-- for none).
+local function expire_time_ms(key, now_ms)
+  local ms = rpcall('PEXPIRETIME', key)
+  if type(ms) ~= 'number' then
+    local ttl = rcall('PTTL', key)
+    ms = ttl >= 0 and (now_ms + ttl) or -1
+  end
+  return ms
+end
+
+function SLIDINGLOG.apply(key, w)
+  if w.log == 'take' then
+    local removed = w.stale
+    if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
+    local modulus = 2 * w.limit
+    if modulus < 128 then modulus = 128 end
+    local at = dec(w.at)
+    local added, tries, next_member = 0, 0, w.next
+    while added < w.count do
+      if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
+      tries = tries + 1
+      local member = dec(fmod(next_member, modulus))
+      next_member = next_member + 1
+      -- Usually free; one in use by an entry that left the window moves.
+      if rcall('ZADD', key, 'NX', at, member) == 1 then
+        added = added + 1
+      else
+        local score = rcall('ZSCORE', key, member)
+        if tonumber(score) <= w.cutoff then
+          rcall('ZADD', key, at, member)
+          added = added + 1
+        end
+      end
+    end
+    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+  elseif w.log == 'block' then
+    rcall('ZADD', key, dec(w.block_end), 'B')
+    local current = expire_time_ms(key, w.now_ms)
+    if current < 0 then current = 0 end
+    local cap_ms = ceil_ms(w.cap)
+    if current > cap_ms then current = cap_ms end
+    local ms = ceil_ms(w.block_end)
+    if current > ms then ms = current end
+    rcall('PEXPIREAT', key, ms)
+  elseif w.delete then
+    -- A log may be long: freed lazily, as the module does.
+    rcall('UNLINK', key)
+  else
+    local got = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'LIMIT', 0, w.remove + 1)
+    local removed = {}
+    for i = 1, #got do
+      if got[i] ~= 'B' and #removed < w.remove then removed[#removed + 1] = got[i] end
+    end
+    if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
+    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+  end
+end
+
+---------------------------------------------------------------------------
+-- Commands
+
+-- The five integers of a reply in ms (src/command/mod.rs reply_fields),
+-- written over the decision.
+local function reply_ms(d)
+  d[1] = d[1] and 1 or 0
+  d[4] = d[4] and ceil_ms(d[4]) or -1
+  d[5] = ceil_ms(d[5])
+  return d
+end
+
+-- The call's clock, once: NOW, or the server's TIME.
+local function clock(o)
+  local now = o.now
+  if now then
+    o.now_ms = floor(now / 1000)
+  else
+    local t = rcall('TIME')
+    local s, us = tonumber(t[1]), tonumber(t[2])
+    o.now = s * US_PER_SEC + us
+    o.now_ms = s * 1000 + floor(us / 1000)
+  end
+end
+
+-- Plans one key: its decision and what to write (nil: nothing).
+local function plan_key(key, lim, o)
+  local alg = lim.alg
+  if alg.plan then return alg.plan(key, lim, o) end
+  return plan_string(key, alg, lim, o)
+end
+
+local function apply(key, lim, write, expire_ms)
+  if lim.alg.apply then
+    lim.alg.apply(key, write)
+  else
+    apply_string(key, write, expire_ms)
+  end
+end
+
+-- The sliding-log entries a call may touch, against the module's
+-- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
+local function check_budget(lims, n)
+  local entries = 0
+  for i = 1, #lims do
+    if lims[i].alg == SLIDINGLOG then entries = entries + log_entries(lims[i], n) end
+  end
+  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+end
+
+-- The five integers in seconds (CL.THROTTLE).
+local function reply_secs5(d)
+  local retry = -1
+  if d[4] then
+    retry = reply_secs(d[4])
+    if d[1] and retry < 1 then retry = 1 end
+  end
+  return { d[1] and 1 or 0, d[2], d[3], retry, reply_secs(d[5]) }
+end
+
+-- One limiter: plan, write unless PEEK (or a _ro twin), reply.
+local function run_one(key, lim, o, ro, secs)
+  if lim.alg == SLIDINGLOG then check_budget({ lim }, o.n) end
+  if ro then o.peek = true end
+  clock(o)
+  local d, write, expire_ms = plan_key(key, lim, o)
+  if write ~= nil and not o.peek then apply(key, lim, write, expire_ms) end
+  if secs then return reply_secs5(d) end
+  return reply_ms(d)
+end
+
+-- The module's arity error, named as the module's command.
+local function wrong_arity(command)
+  fail('ERR wrong number of arguments for \'' .. command .. '\' command')
+end
+
+-- The caller's clock given last, `… NOW unix_µs`: taken off the arguments
+-- (the table is the call's own) before anything else is read, so that the
+-- rest reads exactly as the module reads its command. Returns the number of
+-- arguments left and the clock (nil: none).
+local function trailing_now(args)
+  local count = #args
+  if count >= 2 then
+    local w = args[count - 1]
+    if #w == 3 and upper(w) == 'NOW' then
+      local now = now_option(args, count)
+      args[count] = nil
+      args[count - 1] = nil
+      return count - 2, now
+    end
+  end
+  return count, nil
+end
+
+local function one_key(fname, keys)
+  if #keys ~= 1 then
+    fail('ERR ' .. fname .. ' takes exactly one key: FCALL ' .. fname .. ' 1 key …')
+  end
+  return keys[1]
+end
+
+-- Parsed limits by their parameter strings (a limit is a pure function of
+-- them): most callers use a few; bounded.
+local function limit_cache()
+  local cache, size = {}, 0
+  return function(alg, args, n)
+    local p1, p2, p3 = args[1], args[2], args[3]
+    local c1 = cache[p1]
+    local c2 = c1 and c1[p2]
+    local lim = c2 and c2[n == 3 and p3 or 1]
+    if lim then return lim end
+    lim = alg.parse(args, 1)
+    lim.alg = alg
+    if size >= 256 then cache, size = {}, 0 end
+    c1 = cache[p1]
+    if not c1 then c1 = {}; cache[p1] = c1 end
+    c2 = c1[p2]
+    if not c2 then c2 = {}; c1[p2] = c2 end
+    c2[n == 3 and p3 or 1] = lim
+    size = size + 1
+    return lim
+  end
+end
+
+-- The options from args[from] on; none: the defaults.
+local function options_or_default(args, count, from, now, own, syntax)
+  if count < from then
+    return { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+  end
+  return options(args, from, own, syntax, now)
+end
+
+-- RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET, RL.SLIDINGLOG
+-- (src/command/mod.rs run_kind). args[i] is the module's argv[i + 1].
+local function kind_command(fname, command, alg, params)
+  local cached = limit_cache()
+  return function(keys, args, ro)
+    local key = one_key(fname, keys)
+    local count, now = trailing_now(args)
+    if count < params then wrong_arity(command) end
+    local lim = cached(alg, args, params)
+    local o = options_or_default(args, count, params + 1, now)
+    return run_one(key, lim, o, ro)
+  end
+end
+
+local COMMANDS = {}
+
+COMMANDS.rl_gcra = kind_command('rl_gcra', 'rl.gcra', GCRA, 3)
+COMMANDS.rl_tokenbucket = kind_command('rl_tokenbucket', 'rl.tokenbucket', TOKENBUCKET, 3)
+COMMANDS.rl_leakybucket = kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
+COMMANDS.rl_slidinglog = kind_command('rl_slidinglog', 'rl.slidinglog', SLIDINGLOG, 2)
+
+local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
+
+local fixed_cached = limit_cache()
+
+COMMANDS.rl_fixedwindow = function(keys, args, ro)
+  local key = one_key('rl_fixedwindow', keys)
+  local count, now = trailing_now(args)
+  if count < 2 then wrong_arity('rl.fixedwindow') end
+  local lim = fixed_cached(FIXEDWINDOW, args, 2)
+  local align
+  local o = options_or_default(args, count, 3, now, function(W, i)
+    if W ~= 'ALIGN' or align ~= nil then return nil end
+    local value = args[i + 1]
+    if value == nil then fail(FIXED_SYNTAX) end
+    if is_kw(value, 'EPOCH') then
+      align = 'EPOCH'
+    elseif is_kw(value, 'FIRST') then
+      align = 'FIRST'
+    else
+      fail(FIXED_SYNTAX)
+    end
+    return 2
+  end, FIXED_SYNTAX)
+  if align == 'FIRST' then
+    local first = lim.first_variant
+    if not first then
+      first = { limit = lim.limit, w = lim.w, first = true, alg = FIXEDWINDOW }
+      lim.first_variant = first
+    end
+    lim = first
+  end
+  return run_one(key, lim, o, ro)
+end
+
+local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
+
+local sliding_cached = limit_cache()
+
+COMMANDS.rl_slidingwindow = function(keys, args, ro)
+  local key = one_key('rl_slidingwindow', keys)
+  local count, now = trailing_now(args)
+  if count < 2 then wrong_arity('rl.slidingwindow') end
+  local lim = sliding_cached(SLIDINGWINDOW, args, 2)
+  local buckets
+  local o = options_or_default(args, count, 3, now, function(W, i)
+    if W ~= 'BUCKETS' or buckets ~= nil or args[i + 1] == nil then return nil end
+    buckets = integer(args, i + 1, 'BUCKETS')
+    return 2
+  end, SLIDING_SYNTAX)
+  if buckets ~= nil then
+    lim = bucket_window_new(integer(args, 1, 'limit'), seconds_as_us(args, 2, 'window'), buckets)
+    return run_one(key, lim, o, ro)
+  end
+  if lim.limit > MAX_EXACT then e_inexact('limit') end
+  return run_one(key, lim, o, ro)
+end
+
+-- CL.THROTTLE key max_burst count_per_period period [quantity], then the
+-- library's NOW unix_µs last (src/command/throttle.rs).
+COMMANDS.cl_throttle = function(keys, args, ro)
+  local key = one_key('cl_throttle', keys)
+  local count, now = trailing_now(args)
+  local o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+  if count < 3 or count > 4 then wrong_arity('cl.throttle') end
+  local max_burst = integer(args, 1, 'max_burst')
+  local cpp = integer(args, 2, 'count_per_period')
+  local period = integer_at_least(args, 3, 'period', 1, '>= 1 and <= 31622400 (366 days)')
+  if count == 4 then o.n = integer_at_least(args, 4, 'quantity', 0, '>= 0') end
+  local lim = cell_new(max_burst, cpp, period, args[1])
+  return run_one(key, lim, o, ro, true)
+end
+
+-- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
+-- [WITHLIMITS] (src/command/all.rs, src/command/decide/mod.rs all); FCALL's
+-- numkeys and keys stand for the command's.
+local KINDS = {
+  GCRA = { GCRA, 3 },
+  TOKENBUCKET = { TOKENBUCKET, 3 },
+  LEAKYBUCKET = { LEAKYBUCKET, 3 },
+  FIXEDWINDOW = { FIXEDWINDOW, 2 },
+  SLIDINGWINDOW = { SLIDINGWINDOW, 2 },
+  SLIDINGLOG = { SLIDINGLOG, 2 },
+}
+local OPTION_WORDS = { TOKENS = true, REFUND = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
+
+-- The binding limit (core/src/algorithm/all.rs): when limited, the refusing
+-- limit with the longest retry (none counts as longest); when allowed, the
+-- fewest remaining; the first on ties.
+local function binding(ds)
+  local best, b = 1, ds[1]
+  for i = 2, #ds do
+    local d = ds[i]
+    local better
+    if d[1] ~= b[1] then
+      better = d[1]
+    elseif d[1] then
+      if not d[4] then
+        better = b[4] ~= false
+      else
+        better = b[4] ~= false and d[4] > b[4]
+      end
+    else
+      better = d[3] < b[3]
+    end
+    if better then best, b = i, d end
+  end
+  return best, b
+end
+
+COMMANDS.rl_all = function(keys, args, ro)
+  local n = #keys
+  local nargs, now = trailing_now(args)
+  local a = { dec(n) }
+  for i = 1, n do a[i + 1] = keys[i] end
+  for i = 1, nargs do a[n + 1 + i] = args[i] end
+  local count = #a
+  if count + 1 < 4 then wrong_arity('rl.all') end
+  if n < 1 or n > 64 then e_range('numkeys', '>= 1 and <= 64') end
+  local seen = {}
+  for i = 1, n do
+    if seen[keys[i]] then fail(E_DUPLICATE) end
+    seen[keys[i]] = true
+  end
+  local lims = {}
+  local at = 2 + n
+  for i = 1, n do
+    if at > count then fail(E_LIMITCOUNT) end
+    local W = upper(a[at])
+    local kind = KINDS[W]
+    if kind then
+      if kind[1] == LEAKYBUCKET then fail(E_LEAKY_IN_ALL) end
+      local lim = kind[1].parse(a, at + 1)
+      lim.alg = kind[1]
+      if (lim.limit or 0) > MAX_EXACT then e_inexact('limit') end
+      lims[i] = lim
+      at = at + 1 + kind[2]
+    elseif W == 'POLICY' then
+      if a[at + 1] == nil then fail(E_LIMITCOUNT) end
+      fail(E_POLICY)
+    elseif OPTION_WORDS[W] then
+      fail(E_LIMITCOUNT)
+    else
+      fail(E_UNKNOWN)
+    end
+  end
+  if at <= count then
+    local W = upper(a[at])
+    if KINDS[W] or W == 'POLICY' then fail(E_LIMITCOUNT) end
+  end
+  local with_limits = false
+  local o = options(a, at, function(W)
+    if W == 'WITHLIMITS' and not with_limits then
+      with_limits = true
+      return 1
+    end
+    return nil
+  end, nil, now)
+  check_budget(lims, o.n)
+  if ro then o.peek = true end
+  clock(o)
+  local writes, expires, ds = {}, {}, {}
+  for i = 1, n do
+    ds[i], writes[i], expires[i] = plan_key(keys[i], lims[i], o)
+  end
+  local position, d = binding(ds)
+  if not o.peek then
+    local allowed = not d[1]
+    for i = 1, n do
+      if writes[i] ~= nil and (allowed or ds[i][1]) then apply(keys[i], lims[i], writes[i], expires[i]) end
+    end
+  end
+  local reply = { d[1], d[2], d[3], d[4], d[5] }
+  reply_ms(reply)
+  reply[6] = position
+  if with_limits then
+    for i = 1, n do
+      local r = reply_ms(ds[i])
+      for j = 1, 5 do reply[6 + 5 * (i - 1) + j] = r[j] end
+    end
+  end
+  return reply
+end
+
+COMMANDS.rl_version = function()
+  return VERSION
+end
+
+---------------------------------------------------------------------------
+-- Entry points
+
+local function call(fname, keys, args, ro)
+  local command = COMMANDS[fname]
+  if command == nil then
+    return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
+  end
+  local ok, result = pcall(command, keys, args, ro)
+  if ok then return result end
+  -- A failure raised by `fail` (Redis 7.0's pcall hands back the text of
+  -- an error table; later servers the table).
+  if type(result) == 'table' and result.err then result = result.err end
+  if type(result) == 'string' and (find(result, '^ERR ') or find(result, '^WRONGTYPE ')) then
+    return redis.error_reply(result)
+  end
+  error(result, 0)
+end
+
+return call
+end
+
+local call
+
+if redis.register_function then
+  local function register(fname)
+    redis.register_function { function_name = fname, callback = function(keys, args)
+      call = call or build()
+      return call(fname, keys, args, false)
+    end }
+    redis.register_function { function_name = fname .. '_ro', flags = { 'no-writes' }, callback = function(keys, args)
+      call = call or build()
+      return call(fname, keys, args, true)
+    end }
+  end
+  register('rl_gcra')
+  register('rl_tokenbucket')
+  register('rl_leakybucket')
+  register('rl_fixedwindow')
+  register('rl_slidingwindow')
+  register('rl_slidinglog')
+  register('cl_throttle')
+  register('rl_all')
+  redis.register_function { function_name = 'rl_version', flags = { 'no-writes' }, callback = function()
+    return VERSION
+  end }
+else
+  -- The EVAL form: ARGV[1] names the function. Effects, never the script,
+  -- replicate (Redis 6.2 needs asking; later servers only do that).
+  if redis.replicate_commands then redis.replicate_commands() end
+  call = build()
+  local fname = ARGV[1]
+  local ro = false
+  if fname and string.sub(fname, -3) == '_ro' then
+    fname = string.sub(fname, 1, -4)
+    ro = true
+  end
+  local args = {}
+  for i = 2, #ARGV do args[i - 1] = ARGV[i] end
+  return call(fname, KEYS, args, ro)
+end
