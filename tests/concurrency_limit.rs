@@ -503,3 +503,146 @@ fn tokens_blocks_and_the_key_expiry() {
     let members: Vec<String> = query(&mut con, &["ZRANGE", "t", "0", "-1"]).unwrap();
     assert_eq!(members, ["1:b", "1:a"], "the ended block went");
 }
+
+/// The Functions library answers `rl_concurrency` (and a `CONCURRENCY`
+/// limit of `rl_all`) as the module answers `RL.CONCURRENCY`, and leaves
+/// the same members with the same scores and expiry: each step runs on a
+/// module key and a library key in one `MULTI` (one instant; the module's
+/// clock on Redis 7.0 has ms resolution, the library's µs, so times compare
+/// within 2 ms).
+#[test]
+fn the_functions_library_answers_as_the_module() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let library = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("functions/ratelimit.lua"),
+    )
+    .unwrap();
+    let _: String = query(&mut con, &["FUNCTION", "LOAD", "REPLACE", &library]).unwrap();
+    let version: i64 = query(&mut con, &["FCALL", "rl_version", "0"]).unwrap();
+    assert!(version >= 2);
+    let seed = std::env::var("CONCURRENCY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let mut rng = Rng(seed.unwrap_or(11));
+    // Within the transaction's own length (ms) plus the clocks' resolution.
+    let close = |a: i64, b: i64, slack_ms: i64, what: &str, step: &str| {
+        assert!((a - b).abs() <= slack_ms, "{step}: {what} {a} vs {b}");
+    };
+    let mut compared = 0;
+    for step in 0..1500 {
+        let k = rng.below(3);
+        let (mkey, fkey) = (format!("m:{k}"), format!("f:{k}"));
+        let id = format!("id{}", rng.below(6));
+        let lease = ["0.005", "0.02", "30"][rng.below(3) as usize];
+        let n = (1 + rng.below(3)).to_string();
+        let limit = ["3", "4"][rng.below(2) as usize];
+        let tail: Vec<&str> = match rng.below(10) {
+            0..=2 => vec![limit, lease, "ACQUIRE", &id],
+            3 => vec![limit, lease, "ACQUIRE", &id, "TOKENS", &n],
+            4 => vec![limit, lease, "ACQUIRE", &id, "PEEK"],
+            5 => vec![limit, lease, "ACQUIRE", &id, "BLOCK", "0.008"],
+            6 => vec![limit, lease, "RENEW", &id],
+            7 | 8 => vec![limit, lease, "RELEASE", &id],
+            _ => vec![limit, lease, "acquire", &id, "REFUND", "1"],
+        };
+        let all = rng.below(5) == 0 && tail[2] == "ACQUIRE" && tail.len() == 4;
+        // Every instant of both keys: scores, and the keys' expiries.
+        let before: Vec<(String, i64)> = [&mkey, &fkey]
+            .iter()
+            .flat_map(|k| {
+                let mut z: Vec<(String, i64)> =
+                    query(&mut con, &["ZRANGE", k, "0", "-1", "WITHSCORES"]).unwrap();
+                let expiry: i64 = query(&mut con, &["PEXPIRETIME", k]).unwrap();
+                z.push((format!("expiry of {k}"), expiry * 1_000));
+                z
+            })
+            .collect();
+        let mut pipe = redis::pipe();
+        pipe.atomic().ignore_errors();
+        if all {
+            let mut m = redis::cmd("RL.ALL");
+            m.arg(1).arg(&mkey).arg("CONCURRENCY").arg(&tail);
+            let mut f = redis::cmd("FCALL");
+            f.arg("rl_all")
+                .arg(1)
+                .arg(&fkey)
+                .arg("CONCURRENCY")
+                .arg(&tail);
+            pipe.add_command(m).add_command(f);
+        } else {
+            let mut m = redis::cmd("RL.CONCURRENCY");
+            m.arg(&mkey).arg(&tail);
+            let mut f = redis::cmd("FCALL");
+            f.arg("rl_concurrency").arg(1).arg(&fkey).arg(&tail);
+            pipe.add_command(m).add_command(f);
+        }
+        // The state after, read in the same transaction (no key expires
+        // inside one).
+        for key in [&mkey, &fkey] {
+            pipe.cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES");
+        }
+        for key in [&mkey, &fkey] {
+            pipe.cmd("PEXPIRETIME").arg(key);
+        }
+        // Real time around the transaction, read outside it (inside one,
+        // servers may answer TIME and expire keys at its start).
+        let time = |con: &mut redis::Connection| -> i64 {
+            let (s, us): (i64, i64) = query(con, &["TIME"]).unwrap();
+            s * 1_000_000 + us
+        };
+        let start = time(&mut con);
+        let replies: Vec<redis::Value> = pipe.query(&mut con).unwrap();
+        let end = time(&mut con);
+        // The module's clock on Redis 7.0 is whole ms, the library's µs, and
+        // keys expire at whole ms: a lease or a key expiring within the
+        // call's instant (± 2 ms) may read differently. Such a step is not
+        // compared: both keys start over.
+        let (t0, t1) = (start - 2_000, end + 2_000);
+        if before.iter().any(|(_, s)| (t0..=t1).contains(s)) {
+            let _: i64 = query(&mut con, &["DEL", &mkey, &fkey]).unwrap();
+            continue;
+        }
+        let slack_ms = (t1 - t0) / 1_000 + 1;
+        compared += 1;
+        let after = |i: usize| -> Vec<(String, i64)> {
+            redis::from_redis_value(replies[i].clone()).unwrap()
+        };
+        let (zm, zf) = (after(2), after(3));
+        let em: i64 = redis::from_redis_value(replies[4].clone()).unwrap();
+        let ef: i64 = redis::from_redis_value(replies[5].clone()).unwrap();
+        let label =
+            format!("step {step}: {tail:?} (RL.ALL: {all}) on {before:?}, between {t0} and {t1}");
+        match (&replies[0], &replies[1]) {
+            (redis::Value::ServerError(m), redis::Value::ServerError(f)) => {
+                assert_eq!(m.details(), f.details(), "{label}");
+                assert_eq!(m.code(), f.code(), "{label}");
+            }
+            (m, f) => {
+                let m: Vec<i64> = redis::from_redis_value(m.clone()).expect(&label);
+                let f: Vec<i64> = redis::from_redis_value(f.clone()).expect(&label);
+                assert_eq!(m.len(), f.len(), "{label}");
+                for i in 0..m.len() {
+                    if i == 3 || i == 4 {
+                        close(m[i], f[i], slack_ms, "a duration", &label);
+                    } else {
+                        assert_eq!(m[i], f[i], "{label}: element {}", i + 1);
+                    }
+                }
+            }
+        }
+        let mut members_m: Vec<&String> = zm.iter().map(|(m, _)| m).collect();
+        let mut members_f: Vec<&String> = zf.iter().map(|(m, _)| m).collect();
+        members_m.sort();
+        members_f.sort();
+        assert_eq!(members_m, members_f, "{label}");
+        for ((_, sm), (_, sf)) in zm.iter().zip(&zf) {
+            close(*sm / 1000, *sf / 1000, slack_ms, "a score (ms)", &label);
+        }
+        close(em, ef, slack_ms, "the expiry", &label);
+        if step % 100 == 99 {
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    }
+    assert!(compared > 1000, "only {compared} steps compared");
+}
