@@ -16,12 +16,18 @@ counts only the measured calls and prints, per call:
   the floor no change inside the module can remove.
 
 Usage:
-  bench/callgrind.py [--calls N] [--keys K] [--backlog] [--server BIN] [--module PATH] -- ARGV...
+  bench/callgrind.py [--calls N] [--keys K] [--backlog] [--prepare 'ARGV'] [--server BIN] [--module PATH] -- ARGV...
 
+An argument `@name.lua` is replaced by the SHA1 of bench/name.lua, loaded
+with SCRIPT LOAD first (`-- EVALSHA @semaphore.lua 1 k:__rand_int__ …`).
 `__rand_int__` in ARGV is replaced, at each occurrence, by a random key
 number below K (as redis-benchmark does). `--backlog` syncs a replica once
 and stops it, so the master keeps a replication backlog and every write
-propagates its effects (the second run of `make bench`).
+propagates its effects (the second run of `make bench`). `--prepare 'ARGV'`
+(words split on spaces) runs that command before the measured calls, with
+the same random numbers, uncounted: `--prepare 'RL.CONCURRENCY c:__rand_int__
+100 60 ACQUIRE id__rand_int__' -- RL.CONCURRENCY c:__rand_int__ 100 60 RELEASE
+id__rand_int__` measures releases of leases that are held.
 
 The server needs symbols: by default the Redis 7.0 that `scripts/servers.sh
 memcheck` builds (build/servers/redis-7.0-libc/, libc malloc); Debian's
@@ -205,6 +211,7 @@ def main():
     ap.add_argument("--calls", type=int, default=20_000)
     ap.add_argument("--keys", type=int, default=1_000)
     ap.add_argument("--backlog", action="store_true")
+    ap.add_argument("--prepare", default=None)
     ap.add_argument("--server", default=DEFAULT_SERVER)
     ap.add_argument("--module", default=DEFAULT_MODULE)
     ap.add_argument("argv", nargs="+")
@@ -229,9 +236,17 @@ def main():
                 info = conn.call("INFO", "replication").decode()
                 if "repl_backlog_active:1" not in info:
                     raise SystemExit(f"no backlog:\n{info}")
+            prepare = args.prepare.split() if args.prepare else None
+            for words in [args.argv] + ([prepare] if prepare else []):
+                for i, word in enumerate(words):
+                    if word.startswith("@") and word.endswith(".lua"):
+                        with open(os.path.join(HERE, word[1:]), encoding="utf-8") as f:
+                            words[i] = conn.call("SCRIPT", "LOAD", f.read()).decode()
             # Every key the measured calls touch exists (same seed), as in the
             # benchmark's steady state.
             errors = conn.pipeline(calls(args.argv, max(args.calls // 4, args.keys * 3), args.keys, 1))
+            if args.prepare:
+                errors += conn.pipeline(calls(prepare, args.calls, args.keys, 2))
             # Dump what was counted so far; the final dump holds only the
             # measured calls. The dump happens when the server next wakes.
             dumper = subprocess.Popen(["callgrind_control", "--dump", str(proc.pid)],

@@ -388,13 +388,9 @@ impl Kind {
             Kind::Concurrency => {
                 let limit = args.integer(at, "limit")?;
                 let lease_us = args.seconds_as_us(at + 1, "lease")?;
-                let c = Concurrency::new(limit, lease_us)?;
-                if args.origin().checks_local_bounds() && limit > bounds.concurrency_max_limit() {
-                    return Err(Error::ConcurrencyAboveSetting {
-                        max: bounds.concurrency_max_limit(),
-                    });
-                }
-                Limit::Concurrency(c)
+                let max = args.origin().checks_local_bounds();
+                let max = max.then(|| bounds.concurrency_max_limit());
+                Limit::Concurrency(Concurrency::within(limit, lease_us, max)?)
             }
         })
     }

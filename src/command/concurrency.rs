@@ -1,13 +1,12 @@
 //! `RL.CONCURRENCY key limit lease ACQUIRE id [TOKENS n] [PEEK] [BLOCK duration]`,
 //! `… RENEW id [PEEK]`, `… RELEASE id [PEEK]`
 //!
-//! A concurrency limit with leases ([`crate::algorithm::concurrency`]) kept
-//! in a sorted set: one entry per slot held, scored by its lease's expiry in
-//! µs; slot `k` of the lease `id` is the member `<k>:<id>`, and a block is
-//! the member `B` (as in a sliding log). A sorted set with another member
-//! (a leaderboard, a sliding log) is refused, and left alone; so is one
-//! longer than [`Concurrency::MAX_ENTRIES`] or whose latest time lies beyond
-//! the horizon ([`Error::ForeignState`]).
+//! A concurrency limit with leases ([`crate::algorithm::concurrency`]) in a
+//! sorted set: one entry per slot held, scored by its lease's expiry in µs;
+//! slot `k` of the lease `id` is the member `<k>:<id>`, a block the member
+//! `B`. Another sorted set (a leaderboard, a sliding log) is refused and left
+//! alone; so is one longer than [`Concurrency::MAX_ENTRIES`] or whose latest
+//! time lies beyond the horizon ([`Error::ForeignState`]).
 //!
 //! **Bounded work.** `limit` is at most the setting `concurrency-max-limit`
 //! (default 1,000) and an id at most `concurrency-max-id-length` bytes
@@ -21,15 +20,12 @@
 //! `PEXPIREAT` of the latest lease's expiry — or `UNLINK` when a release
 //! leaves no lease. A refused call writes nothing (but its `BLOCK`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use super::args::{is_keyword, Args, SettingsBounds};
 use super::decide::{self, Lease, Modes, Op, Options};
 use super::{docs, settings, Answer, ReplyUnit, Spec};
 use crate::algorithm::concurrency::{Concurrency, Held, LeaseOp, LeaseSet};
 use crate::error::{Error, KeyName, Result, NOT_OURS_AHEAD, NOT_OURS_MEMBER, NOT_OURS_TOO_LONG};
 use crate::limit::Kind;
-use crate::server::info::InfoWriter;
 use crate::server::key::{Key, KeyKind};
 use crate::server::string::OwnedString;
 use crate::server::Ctx;
@@ -450,100 +446,4 @@ pub fn write(key: &mut Key, members: &LeaseMembers, expire_at_ms: Option<i64>) -
         key.zset_add(score, member, false)?;
     }
     key.set_abs_expire(expire_at_ms)
-}
-
-// ---- statistics: INFO ratelimit's `ratelimit_concurrency` line ----
-
-/// Leases acquired (`ACQUIRE` allowed, renewals by `ACQUIRE` included),
-/// renewed (`RENEW` allowed), refused (`ACQUIRE` or `RENEW`), released (a
-/// `RELEASE` that found a lease), and expired (leases found expired and
-/// removed by a call).
-pub struct LeaseStats {
-    acquired: AtomicU64,
-    renewed: AtomicU64,
-    refused: AtomicU64,
-    released: AtomicU64,
-    expired: AtomicU64,
-}
-
-/// The counters since load (or `RL.POLICY RESETSTATS`).
-pub static LEASE_STATS: LeaseStats = LeaseStats {
-    acquired: AtomicU64::new(0),
-    renewed: AtomicU64::new(0),
-    refused: AtomicU64::new(0),
-    released: AtomicU64::new(0),
-    expired: AtomicU64::new(0),
-};
-
-impl LeaseStats {
-    /// Counts a lease operation that wrote (`op` done) and the expired
-    /// leases it removed.
-    pub fn record_write(&self, op: LeaseOp, expired_leases: u64) {
-        let counter = match op {
-            LeaseOp::Acquire => &self.acquired,
-            LeaseOp::Renew => &self.renewed,
-            LeaseOp::Release => &self.released,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        self.expired.fetch_add(expired_leases, Ordering::Relaxed);
-    }
-
-    /// Counts a refused `ACQUIRE` or `RENEW`.
-    pub fn record_refused(&self) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Zeroes every counter.
-    pub fn reset(&self) {
-        for c in [
-            &self.acquired,
-            &self.renewed,
-            &self.refused,
-            &self.released,
-            &self.expired,
-        ] {
-            c.store(0, Ordering::Relaxed);
-        }
-    }
-
-    /// Writes the `ratelimit_concurrency` line.
-    pub fn write(&self, out: &mut InfoWriter) {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        out.dict(
-            c"concurrency",
-            &[
-                (c"acquired", load(&self.acquired)),
-                (c"renewed", load(&self.renewed)),
-                (c"refused", load(&self.refused)),
-                (c"released", load(&self.released)),
-                (c"expired", load(&self.expired)),
-            ],
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::split_member;
-
-    #[test]
-    fn slot_members() {
-        assert_eq!(split_member(b"1:job"), Some((1, &b"job"[..])));
-        assert_eq!(split_member(b"12:a:b"), Some((12, &b"a:b"[..])));
-        assert_eq!(split_member(b"100000:x"), Some((100_000, &b"x"[..])));
-        for bad in [
-            &b"B"[..],
-            b"0:x",
-            b"01:x",
-            b"1:",
-            b":x",
-            b"100001:x",
-            b"x:1",
-            b"1",
-            b"-1:x",
-            b"1234567:x",
-        ] {
-            assert_eq!(split_member(bad), None, "{bad:?}");
-        }
-    }
 }

@@ -287,7 +287,7 @@ pub fn reset_command_stats() {
     for (spec, _) in COMMANDS.iter() {
         spec.stats.reset();
     }
-    concurrency::LEASE_STATS.reset();
+    stats::LEASE_STATS.reset();
 }
 #[cfg(debug_assertions)]
 entry_point!(rl_debugpanic, debug::SPEC);
@@ -341,7 +341,7 @@ pub fn write_info(out: &mut info::InfoWriter) {
     for (spec, _) in COMMANDS.iter() {
         spec.stats.write(out, spec.stat_name);
     }
-    concurrency::LEASE_STATS.write(out);
+    stats::LEASE_STATS.write(out);
     policy::write_info(out);
 }
 

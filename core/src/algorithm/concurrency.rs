@@ -172,6 +172,17 @@ impl Concurrency {
         Ok(Self { limit, lease_us })
     }
 
+    /// [`Concurrency::new`], and `limit` at most `max_limit` when given
+    /// (the setting `concurrency-max-limit`, for a client's definition):
+    /// [`Error::ConcurrencyAboveSetting`] otherwise.
+    pub fn within(limit: i64, lease_us: i64, max_limit: Option<i64>) -> Result<Self> {
+        let c = Self::new(limit, lease_us)?;
+        match max_limit {
+            Some(max) if limit > max => Err(Error::ConcurrencyAboveSetting { max }),
+            _ => Ok(c),
+        }
+    }
+
     /// The most slots held at once.
     #[inline]
     pub fn limit(&self) -> i64 {

@@ -7,7 +7,8 @@
 use super::*;
 
 use crate::algorithm::concurrency::{Concurrency, LeaseOp, LeaseOutcome, LeaseUpdate, Slots};
-use crate::command::concurrency::{slot_member, LeaseMembers, LeaseZset, LEASE_STATS};
+use crate::command::concurrency::{slot_member, LeaseMembers, LeaseZset};
+use crate::command::stats::LEASE_STATS;
 
 pub(super) fn plan_lease<'a>(
     ctx: Ctx,

@@ -174,7 +174,7 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
             expired_leases,
         } => {
             crate::command::concurrency::write(key, members, expire_at_ms)?;
-            crate::command::concurrency::LEASE_STATS.record_write(op, expired_leases);
+            crate::command::stats::LEASE_STATS.record_write(op, expired_leases);
             match expire_at_ms {
                 None => Effect::Unlink,
                 Some(expire_at_ms) => Effect::Lease {
