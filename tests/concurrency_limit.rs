@@ -646,3 +646,128 @@ fn the_functions_library_answers_as_the_module() {
     }
     assert!(compared > 1000, "only {compared} steps compared");
 }
+
+#[test]
+fn concurrency_policies_in_rl_limit_and_rl_all() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let ok: String = query(
+        &mut con,
+        &["RL.POLICY", "SET", "reports", "CONCURRENCY", "2", "60"],
+    )
+    .unwrap();
+    assert_eq!(ok, "OK");
+    let def: Vec<String> = query(&mut con, &["RL.POLICY", "GET", "reports"]).unwrap();
+    assert_eq!(def, ["CONCURRENCY", "2", "60"]);
+    assert_eq!(
+        call(&mut con, &["RL.LIMIT", "t:1", "reports", "ACQUIRE", "a"]),
+        [0, 2, 1, -1, 60_000]
+    );
+    assert_eq!(
+        call(&mut con, &["RL.LIMIT", "t:1", "reports", "ACQUIRE", "a"])[2],
+        1,
+        "renewed"
+    );
+    assert_eq!(
+        call(&mut con, &["RL.LIMIT", "t:1", "reports", "RENEW", "a"])[0],
+        0
+    );
+    let r: Vec<i64> = query(
+        &mut con,
+        &[
+            "RL.ALL",
+            "2",
+            "t:rate",
+            "t:1",
+            "FIXEDWINDOW",
+            "10",
+            "3600",
+            "POLICY",
+            "reports",
+            "ACQUIRE",
+            "b",
+        ],
+    )
+    .unwrap();
+    assert_eq!((r[0], r[2], r[5]), (0, 0, 2));
+    let r: Vec<i64> = query(
+        &mut con,
+        &[
+            "RL.ALL",
+            "2",
+            "t:rate",
+            "t:1",
+            "FIXEDWINDOW",
+            "10",
+            "3600",
+            "POLICY",
+            "reports",
+            "ACQUIRE",
+            "c",
+        ],
+    )
+    .unwrap();
+    assert_eq!((r[0], r[5]), (1, 2), "no third slot");
+    let rate = call(
+        &mut con,
+        &["RL.FIXEDWINDOW", "t:rate", "10", "3600", "PEEK"],
+    );
+    // PEEK answers as a call taking one more: 10 − 1 taken − 1.
+    assert_eq!(rate[2], 8, "the refused call took no rate token");
+    assert_eq!(
+        call(&mut con, &["RL.LIMIT", "t:1", "reports", "RELEASE", "b"])[2],
+        1
+    );
+    assert_eq!(
+        call_err(&mut con, &["RL.LIMIT", "t:1", "reports"]),
+        "ERR expected ACQUIRE id, RENEW id or RELEASE id after the parameters"
+    );
+    assert!(call_err(
+        &mut con,
+        &["RL.LIMIT", "t:1", "reports", "ACQUIRE", "a", "BLOCK", "1"]
+    )
+    .starts_with("ERR syntax error"));
+    // Another algorithm's state is replaced under a concurrency policy, and
+    // the leases under another policy.
+    call(&mut con, &["RL.SLIDINGLOG", "t:log", "5", "60"]);
+    assert_eq!(
+        call(&mut con, &["RL.LIMIT", "t:log", "reports", "ACQUIRE", "x"])[2],
+        1
+    );
+    let members: Vec<String> = query(&mut con, &["ZRANGE", "t:log", "0", "-1"]).unwrap();
+    assert_eq!(members, ["1:x"]);
+    let _: String = query(
+        &mut con,
+        &[
+            "RL.POLICY",
+            "SET",
+            "reports",
+            "GCRA",
+            "4",
+            "10",
+            "1",
+            "RESET",
+        ],
+    )
+    .unwrap();
+    assert_eq!(call(&mut con, &["RL.LIMIT", "t:log", "reports"])[0], 0);
+    let kind: String = query(&mut con, &["TYPE", "t:log"]).unwrap();
+    assert_eq!(kind, "string");
+    // DUMP / LOAD keep a concurrency policy.
+    let _: String = query(
+        &mut con,
+        &[
+            "RL.POLICY",
+            "SET",
+            "jobs",
+            "CONCURRENCY",
+            "3",
+            "0.5",
+            "BLOCK",
+            "2",
+        ],
+    )
+    .unwrap();
+    let dump: String = query(&mut con, &["RL.POLICY", "DUMP"]).unwrap();
+    assert!(dump.contains("jobs CONCURRENCY 3 0.5 BLOCK 2"), "{dump}");
+}
