@@ -249,10 +249,12 @@ impl<'k, 'a, 'i> LeaseZset<'k, 'a, 'i> {
         // The lease's slots: 1:id, 2:id, … while present; those sharing the
         // first one's score are the lease (a leftover of an expired lease
         // may follow, removed with it).
+        // At most `concurrency-max-limit` lookups: slots of a lease beyond
+        // count as other leases' (never fewer held than stored).
         let mut held: Option<Held> = None;
         let mut probed = 0i64;
         let mut same = true;
-        while probed < Concurrency::MAX_LIMIT {
+        while probed < settings::concurrency_max_limit() {
             let member = slot_member(ctx, probed + 1, id)?;
             let Some(score) = key.zset_score(&member)? else {
                 break;
@@ -381,6 +383,9 @@ impl LeaseSet for LeaseZset<'_, '_, '_> {
     }
 
     fn nth_newest_other(&self, k: i64) -> Result<Option<i64>> {
+        // The lease's own slots are skipped, `probed` at most: any more of
+        // its id count as others' (a walk of at most `k + 1 + probed`).
+        let mut own = 0i64;
         let mut seen = 0i64;
         let mut found = None;
         let mut foreign_member = false;
@@ -394,7 +399,8 @@ impl LeaseSet for LeaseZset<'_, '_, '_> {
                     foreign_member = true;
                     return false;
                 }
-                if self.is_own(member) {
+                if own < self.probed && self.is_own(member) {
+                    own += 1;
                     return true;
                 }
                 if seen == k {

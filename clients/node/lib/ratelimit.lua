@@ -1580,7 +1580,7 @@ local function lease_open(key, id, now)
   -- The lease's slots: 1:id, 2:id, … while present; those sharing the
   -- first one's score are the lease.
   local probed, same = 0, true
-  while probed < CONCURRENCY_HARD_MAX do
+  while probed < CONCURRENCY_MAX_LIMIT do
     local s = rcall('ZSCORE', key, dec(probed + 1) .. ':' .. id)
     if not s then break end
     probed = probed + 1
@@ -1640,7 +1640,7 @@ end
 local function lease_nth_newest_other(z, k)
   if z == nil then return nil end
   local batch = k + 2 + z.probed
-  local offset, seen = 0, 0
+  local offset, seen, own = 0, 0, 0
   while true do
     local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', offset, batch)
     for i = 1, #got, 2 do
@@ -1648,7 +1648,9 @@ local function lease_nth_newest_other(z, k)
       if m ~= 'B' then
         if not is_lease_member(m) then e_lease_member(z.key) end
         local _, id = split_slot(m)
-        if id ~= z.id then
+        if own < z.probed and id == z.id then
+          own = own + 1
+        else
           if seen == k then return score_us(tonumber(got[i + 1])) end
           seen = seen + 1
         end
