@@ -11,6 +11,9 @@ counts only the measured calls and prints, per call:
 * the command itself: `RedisModuleCommandDispatcher` for a module command,
   the command's own function (`setCommand`, …) for a built-in one; this is
   the part `INFO commandstats` times;
+* the whole request: every instruction the server ran, divided by the
+  calls (reading and parsing the request, the call, writing the reply, the
+  event loop; the requests are pipelined 500 deep);
 * for a module command, its instructions split into the module's own code
   and each server API it calls (`RM_OpenKey`, `RM_Replicate`, …), which is
   the floor no change inside the module can remove.
@@ -203,7 +206,7 @@ def parse_profile(path):
                 self_cost[fn] += cost
     inclusive = {f: self_cost[f] + inclusive_calls[f] for f in set(self_cost) | set(inclusive_calls)}
     module_self = sum(c for f, c in self_cost.items() if MODULE_OBJECT in (fn_object.get(f) or ""))
-    return inclusive, module_self, module_api
+    return inclusive, module_self, module_api, sum(self_cost.values())
 
 
 def main():
@@ -270,7 +273,7 @@ def main():
         if not os.path.exists(final):
             found = os.listdir(tmp)
             raise SystemExit(f"no callgrind output at exit (found {found}); see the server log")
-        inclusive, module_self, module_api = parse_profile(final)
+        inclusive, module_self, module_api, total = parse_profile(final)
 
     n = args.calls
     print(f"{' '.join(args.argv)}: {n} calls over {args.keys} keys"
@@ -292,6 +295,8 @@ def main():
             print(f"  {cost / n:8.0f}  the command ({fn})")
     if "call" in inclusive:
         print(f"  {inclusive['call'] / n:8.0f}  call() (the command plus its propagation and statistics)")
+    print(f"  {total / n:8.0f}  the whole request (every instruction the server ran: reading, parsing,"
+          " the call, the reply; pipelined 500 deep)")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ pub mod docs;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+pub mod lease_set;
 pub mod policy;
 pub mod policy_aof;
 pub mod policy_limit;
