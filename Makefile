@@ -17,7 +17,7 @@ DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build build-debug run test test-release test-long test-unit test-integration mutants \
-	test-examples test-python test-node test-packages test-memcheck compat lint fmt bench callgrind dist deb clean \
+	test-examples test-python test-node test-packages test-memcheck compat lint fmt bench callgrind bench-gate bench-gate-update dist deb clean \
 	build-rls run-rls test-rls bench-rls load-functions
 
 help: ## List the targets
@@ -114,9 +114,10 @@ test-integration: build-debug ## Only the integration tests against a real redis
 
 # The servers `make compat` runs the integration tests against: the default one
 # (Debian 12: Redis 7.0), then those scripts/servers.sh prepares under build/servers/.
-COMPAT_SERVERS = $(REDIS_SERVER) $(CURDIR)/build/servers/valkey-8.0/valkey-server $(CURDIR)/build/servers/redis-8.0/redis-server
+COMPAT_SERVERS = $(REDIS_SERVER) $(CURDIR)/build/servers/valkey-8.0/valkey-server $(CURDIR)/build/servers/redis-8.0/redis-server \
+	$(CURDIR)/build/servers/valkey-9.1/valkey-server
 
-compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0 and Redis 8.0 (prepared by scripts/servers.sh)
+compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0, Redis 8.0 and Valkey 9.1 (prepared by scripts/servers.sh)
 	scripts/servers.sh
 	@failed=(); \
 	for server in $(COMPAT_SERVERS); do \
@@ -165,6 +166,19 @@ callgrind: build ## Instructions per call of one command (ARGS='RL.GCRA k:__rand
 	@scripts/setup.sh memcheck
 	@scripts/servers.sh memcheck >/dev/null
 	python3 bench/callgrind.py $(if $(BACKLOG),--backlog) --module $(MODULE_RELEASE) -- $(or $(ARGS),$(CALLGRIND_ARGS))
+
+# The instruction-count gate (issue 37): instructions per call of every command (common form,
+# PEEK), RL.ALL of 1, 2 and 5 limits, RL.LIMIT, with and without a replication backlog, under
+# callgrind, against bench/baseline.tsv (2 % tolerance). Rows: ROWS in bench/gate.py.
+bench-gate: build ## Instruction counts per call under callgrind vs bench/baseline.tsv: fails on a rise over 2 % (GATE_ARGS='--only RL.ALL')
+	@scripts/setup.sh memcheck
+	@scripts/servers.sh memcheck >/dev/null
+	python3 bench/gate.py --module $(MODULE_RELEASE) $(GATE_ARGS)
+
+bench-gate-update: build ## Rewrite bench/baseline.tsv (and the gate's table in bench/README.md, docs/operations.md) from a run: commit it with the change that moved the counts, and why
+	@scripts/setup.sh memcheck
+	@scripts/servers.sh memcheck >/dev/null
+	python3 bench/gate.py --module $(MODULE_RELEASE) --update --write-docs
 
 clean: ## Remove build products (target/, dist/)
 	$(CARGO) clean

@@ -206,7 +206,16 @@ def parse_profile(path):
                 self_cost[fn] += cost
     inclusive = {f: self_cost[f] + inclusive_calls[f] for f in set(self_cost) | set(inclusive_calls)}
     module_self = sum(c for f, c in self_cost.items() if MODULE_OBJECT in (fn_object.get(f) or ""))
-    return inclusive, module_self, module_api, sum(self_cost.values())
+    return inclusive, module_self, module_api
+
+
+def parse_total(path):
+    """Every instruction a callgrind output file counts (its `totals:` or
+    `summary:` line)."""
+    for line in open(path, encoding="utf-8", errors="replace"):
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    return 0
 
 
 def main():
@@ -273,7 +282,8 @@ def main():
         if not os.path.exists(final):
             found = os.listdir(tmp)
             raise SystemExit(f"no callgrind output at exit (found {found}); see the server log")
-        inclusive, module_self, module_api, total = parse_profile(final)
+        inclusive, module_self, module_api = parse_profile(final)
+        total = parse_total(final)
 
     n = args.calls
     print(f"{' '.join(args.argv)}: {n} calls over {args.keys} keys"

@@ -6,7 +6,10 @@
 #                                           (binary packages unpacked with dpkg -x)
 #   build/servers/redis-8.0/redis-server    Redis 8.0 built from Debian trixie's `redis`
 #                                           source package (orig tarball, vendored deps)
+#   build/servers/valkey-9.1/valkey-server  Valkey 9.1 built from Debian sid's `valkey`
+#                                           source package (orig tarball, vendored deps)
 #
+# `scripts/servers.sh valkey-9.1` prepares only Valkey 9.1 (what CI's compat step runs).
 # `scripts/servers.sh memcheck` prepares only
 #   build/servers/redis-7.0-libc/redis-server  Redis 7.0 from Debian bookworm's `redis`
 #                                           source package, built with MALLOC=libc so that
@@ -256,6 +259,66 @@ $(tail -n 30 "$servers/downloads/redis-build.log")"
   log "redis 8.0 built in $((SECONDS - t1)) s"
 }
 
+# ---------------------------------------------------------------- Valkey 9.1
+# Built from Debian sid's `valkey` source package, as Redis 8.0 from trixie's:
+# only its orig tarball (vendored deps) is used. Sid gets its own private list
+# (build/apt/sid.list, lists-sid/) beside the one setup_apt writes.
+valkey9_dir="$servers/valkey-9.1"
+valkey9_bin="$valkey9_dir/valkey-server"
+
+valkey9_source() {
+  find "$servers/downloads/valkey-9.1-src" -maxdepth 1 -name 'valkey_9.1*.orig.tar.*' ! -name '*.asc' 2>/dev/null | head -n 1
+}
+
+prepare_valkey9() {
+  if has_version "$valkey9_bin" 9.1; then
+    log "valkey 9.1 already prepared"
+    return
+  fi
+  local need=() t0 t1 src orig tree sid_opts
+  command -v cc >/dev/null 2>&1 || need+=(build-essential)
+  command -v c++ >/dev/null 2>&1 || need+=(g++)
+  command -v make >/dev/null 2>&1 || need+=(make)
+  command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+  install_system "${need[@]}"
+  t0=$SECONDS
+  src="$servers/downloads/valkey-9.1-src"
+  mkdir -p "$src"
+  orig="$(valkey9_source)"
+  if [ -z "$orig" ]; then
+    setup_apt
+    mkdir -p "$aptdir/lists-sid/partial"
+    echo "deb-src [signed-by=$keyring] $(debian_mirror) sid main" >"$aptdir/sid.list"
+    sid_opts=("${apt_opts[@]}" -o "Dir::Etc::SourceList=$aptdir/sid.list" -o "Dir::State::Lists=$aptdir/lists-sid")
+    log "apt-get update (sid sources)"
+    apt-get "${sid_opts[@]}" -qq update </dev/null || die "apt-get update with $aptdir/sid.list failed"
+    log "downloading the source package valkey from sid"
+    # As for Redis 8.0: only the orig tarball matters.
+    (cd "$src" && apt-get "${sid_opts[@]}" -qq source --download-only valkey </dev/null) ||
+      log "apt-get source --download-only valkey reported errors"
+    orig="$(valkey9_source)"
+    [ -n "$orig" ] || die "sid's valkey source package has no 9.1 orig tarball: $(ls "$src")"
+  fi
+  t1=$SECONDS
+  log "$(basename "$orig") ready in $((t1 - t0)) s"
+  tree="$servers/downloads/valkey-9.1-build"
+  rm -rf "$tree"
+  mkdir -p "$tree"
+  tar -xf "$orig" -C "$tree" --strip-components=1
+  log "building valkey-server 9.1 (make -j$jobs BUILD_TLS=no), about 3 min"
+  GIT_CEILING_DIRECTORIES="$servers/downloads" make -C "$tree" -j"$jobs" BUILD_TLS=no \
+    >"$servers/downloads/valkey-9.1-build.log" 2>&1 ||
+    die "the Valkey 9.1 build failed; last lines of $servers/downloads/valkey-9.1-build.log:
+$(tail -n 30 "$servers/downloads/valkey-9.1-build.log")"
+  mkdir -p "$valkey9_dir"
+  cp "$tree/src/valkey-server" "$valkey9_bin.tmp"
+  mv "$valkey9_bin.tmp" "$valkey9_bin"
+  rm -rf "$tree"
+  has_version "$valkey9_bin" 9.1 ||
+    die "$valkey9_bin --version does not report 9.1: $("$valkey9_bin" --version 2>&1 || true)"
+  log "valkey 9.1 built in $((SECONDS - t1)) s"
+}
+
 # ---------------------------------------------------------------- Redis 7.0, libc malloc
 libc_dir="$servers/redis-7.0-libc"
 libc_bin="$libc_dir/redis-server"
@@ -323,7 +386,14 @@ if [ "${1:-}" = memcheck ]; then
   echo "$libc_bin"
   exit 0
 fi
+if [ "${1:-}" = valkey-9.1 ]; then
+  prepare_valkey9
+  echo "$valkey9_bin"
+  exit 0
+fi
 prepare_valkey
 prepare_redis
+prepare_valkey9
 echo "$valkey_bin"
 echo "$redis_bin"
+echo "$valkey9_bin"

@@ -9,7 +9,7 @@
 #   core      (default) the build and `make test`: libclang for bindgen, redis-server, redis-cli
 #   examples  `make test-examples`: Python 3 with redis-py, Node.js with npm
 #   node      `make test-node`: Node.js 18+ with npm (clients/node)
-#   memcheck  `make test-memcheck`: valgrind
+#   memcheck  `make test-memcheck`, `make callgrind`, `make bench-gate`: valgrind, python3
 #   python-clients  `make test-python`: python3 with venv (apt's python3-venv when the venv module is
 #             missing), then a virtualenv build/python-clients with clients/python and its test
 #             dependencies from PyPI (pip); recreated when clients/python/pyproject.toml changes
@@ -93,6 +93,8 @@ check_node() {
 
 check_memcheck() {
   command -v valgrind >/dev/null 2>&1 || need valgrind "make test-memcheck runs redis-server under valgrind memcheck"
+  # The callgrind tools (make callgrind, make bench-gate) are Python scripts.
+  command -v python3 >/dev/null 2>&1 || need python3 "make bench-gate and make callgrind run bench/*.py"
 }
 
 # `python3 -m venv` needs the venv module and ensurepip (Debian splits them into python3-venv).

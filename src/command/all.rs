@@ -97,8 +97,9 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         names.push(key);
     }
     let mut limits: decide::Few<decide::CallLimit> = decide::Few::new();
-    // The policies among the limits, for their statistics.
-    let mut policies: decide::Few<(usize, Arc<policy::Policy>)> = decide::Few::new();
+    // The policies among the limits, for their statistics (none on most
+    // calls: nothing to create or drop then).
+    let mut policies: Option<decide::Few<(usize, Arc<policy::Policy>)>> = None;
     let mut at = 2 + numkeys;
     for i in 0..numkeys {
         if at >= args.len() {
@@ -122,7 +123,9 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             at += 2;
             let lease = acquire(args, &rule.limit, &mut at)?;
             limits.push((key, rule.limit, rule.modes, lease));
-            policies.push((i, found));
+            policies
+                .get_or_insert_with(decide::Few::new)
+                .push((i, found));
         } else if is_option(word) {
             // An option where a limit should be: too few limits.
             return Err(Error::LimitCount);
@@ -150,7 +153,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         answer.each = planned.iter().map(|p| p.decision).collect();
     }
     let allowed = !answer.decision.limited && !options.peek;
-    for (i, found) in &policies {
+    for (i, found) in policies.iter().flatten() {
         if let Some(p) = planned.get(*i) {
             found.stats.record_limit(p, allowed, answer.taken);
         }

@@ -24,8 +24,29 @@ use super::Decision;
 /// assert_eq!((at, decision.limited, allowed), (1, true, false));
 /// ```
 pub fn binding(decisions: impl IntoIterator<Item = Decision>) -> Option<(usize, Decision, bool)> {
+    binding_among(decisions.into_iter().map(Some))
+}
+
+/// [`binding`] among the decisions that are `Some`: a `None` (a limit that
+/// cannot bind, such as a `SHADOW` policy's) is skipped but keeps its
+/// position. `None` when every decision is.
+///
+/// ```
+/// use ratelimit_core::algorithm::{all::binding_among, Decision};
+/// let d = |remaining| Decision {
+///     limited: false, limit: 10, remaining, retry_after_us: None, reset_after_us: 0,
+/// };
+/// assert_eq!(binding_among([None, Some(d(5)), Some(d(2))]).map(|b| b.0), Some(2));
+/// assert_eq!(binding_among([Some(d(5)), None]).map(|b| b.0), Some(0));
+/// assert!(binding_among([None::<Decision>]).is_none());
+/// ```
+#[inline]
+pub fn binding_among(
+    decisions: impl IntoIterator<Item = Option<Decision>>,
+) -> Option<(usize, Decision, bool)> {
     let mut best: Option<(usize, Decision)> = None;
     for (i, d) in decisions.into_iter().enumerate() {
+        let Some(d) = d else { continue };
         let better = match best {
             None => true,
             Some((_, b)) => match (d.limited, b.limited) {

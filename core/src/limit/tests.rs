@@ -67,6 +67,33 @@ fn keywords_match_in_any_case_and_nothing_else() {
 }
 
 #[test]
+fn long_keywords_compared_eight_bytes_at_a_time_match_byte_by_byte() {
+    // Lengths 8 to 17: one window, two, two overlapping, three.
+    for name in [
+        &b"ABCDEFGH"[..],
+        b"WITHLIMITS",
+        b"FIXEDWINDOW",
+        b"SLIDINGWINDOW",
+        b"ABCDEFGHIJKLMNOP",
+        b"ABCDEFGHIJKLMNOPQ",
+    ] {
+        let lower = name.to_ascii_lowercase();
+        assert!(is_keyword(name, name) && is_keyword(&lower, name));
+        // Every byte at every position: only the letter's two cases match.
+        for at in 0..name.len() {
+            for b in 0..=255u8 {
+                let mut word = lower.clone();
+                word[at] = b;
+                let expected = b.eq_ignore_ascii_case(&name[at]);
+                assert_eq!(is_keyword(&word, name), expected, "{name:?} at {at}: {b}");
+            }
+        }
+        assert!(!is_keyword(&lower[1..], name));
+        assert!(!is_keyword(&[&lower[..], b"S"].concat(), name));
+    }
+}
+
+#[test]
 fn every_kind_is_named_by_its_keyword_in_any_case() {
     let kinds = [
         Kind::Gcra,

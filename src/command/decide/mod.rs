@@ -131,28 +131,29 @@ pub fn all<'a>(
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
     planned.clear();
+    // What the reply needs from all the limits, gathered as they are planned.
+    let (mut shadows, mut blocked, mut shadow_limited, mut soft_over) = (0, false, false, false);
     for (name, limit, modes, lease) in limits {
         let (key, p) = plan(ctx, *name, limit, modes, *lease, now_us, options)?;
+        shadows += usize::from(p.shadow);
+        blocked |= p.blocked;
+        shadow_limited |= p.shadow_limited;
+        soft_over |= p.soft_over;
         keys.push(key);
         planned.push(p);
     }
     // A shadow limit never refuses, nor binds: the binding limit is among
-    // the others (among all when every limit is a shadow).
-    let all_shadow = planned.iter().all(|p| p.shadow);
-    let positions: Few<usize> = (0..planned.len())
-        .filter(|&i| all_shadow || planned.get(i).is_some_and(|p| !p.shadow))
-        .collect();
-    let (at, decision, allowed) = all::binding(
-        positions
+    // the others (among all when every limit is a shadow, or none is).
+    let among_all = shadows == 0 || shadows == planned.len();
+    let (binding, decision, allowed) = all::binding_among(
+        planned
             .iter()
-            .filter_map(|&i| planned.get(i).map(|p| p.decision)),
+            .map(|p| (among_all || !p.shadow).then_some(p.decision)),
     )
     .ok_or(Error::LimitCount)?;
-    let binding = positions.get(at).copied().ok_or(Error::LimitCount)?;
-    let blocked = planned.iter().any(|p| p.blocked);
     let mut answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
-    answer.shadow_limited = planned.iter().any(|p| p.shadow_limited);
-    answer.soft_over = allowed && !options.peek && planned.iter().any(|p| p.soft_over);
+    answer.shadow_limited = shadow_limited;
+    answer.soft_over = allowed && !options.peek && soft_over;
     if options.peek {
         return Ok(answer);
     }
@@ -191,6 +192,9 @@ pub fn check_budget<'l>(limits: impl IntoIterator<Item = &'l Limit>, op: Op) -> 
             _ => 0,
         })
         .fold(0i64, i64::saturating_add);
+    if entries == 0 {
+        return Ok(()); // no sliding log (the budget is at least 1)
+    }
     let budget = settings::sliding_log_call_budget();
     if entries > budget {
         return Err(Error::OverBudget { entries, budget });
