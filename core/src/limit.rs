@@ -52,9 +52,7 @@ pub trait LocalBounds {
     /// (`sliding-log-call-budget`).
     fn sliding_log_call_budget(&self) -> i64;
     /// The largest `CONCURRENCY` limit (`concurrency-max-limit`).
-    fn concurrency_max_limit(&self) -> i64 {
-        Concurrency::MAX_LIMIT
-    }
+    fn concurrency_max_limit(&self) -> i64;
 }
 
 /// Whether `word` is the keyword `name` (ASCII letters only), ignoring
@@ -445,24 +443,6 @@ pub fn new_log(
         return Err(Error::OverBudget { entries, budget });
     }
     Ok(log)
-}
-
-/// The algorithm of a limit with its variant, as `RL.POLICY SET` names it:
-/// limiters of two limits of the same variant read each other's state.
-pub fn variant(limit: &Limit) -> &'static str {
-    use crate::algorithm::fixed_window::Align;
-    match limit {
-        Limit::Gcra(_) => "GCRA",
-        Limit::TokenBucket(_) => "TOKENBUCKET",
-        Limit::LeakyBucket(_) => "LEAKYBUCKET",
-        Limit::FixedWindow(w) if w.align() == Align::First => "FIXEDWINDOW ALIGN FIRST",
-        Limit::FixedWindow(_) => "FIXEDWINDOW",
-        Limit::SlidingWindow(_) => "SLIDINGWINDOW",
-        Limit::BucketWindow(_) => "SLIDINGWINDOW BUCKETS",
-        Limit::SlidingLog(_) => "SLIDINGLOG",
-        Limit::Concurrency(_) => "CONCURRENCY",
-        Limit::Throttle(_) => "CL.THROTTLE",
-    }
 }
 
 #[cfg(test)]
