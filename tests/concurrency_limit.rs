@@ -426,6 +426,22 @@ fn errors_and_foreign_sets() {
     for (args, error) in cases {
         assert_eq!(&call_err(&mut con, args), error, "{args:?}");
     }
+    // The key spec: Redis Cluster routes by the key, ACL key patterns apply.
+    let keys: Vec<String> = query(
+        &mut con,
+        &[
+            "COMMAND",
+            "GETKEYS",
+            "RL.CONCURRENCY",
+            "jobs",
+            "2",
+            "30",
+            "ACQUIRE",
+            "x",
+        ],
+    )
+    .unwrap();
+    assert_eq!(keys, ["jobs"]);
     let long_id = "x".repeat(129);
     assert!(call_err(
         &mut con,
