@@ -197,6 +197,13 @@ fn a_dead_workers_slot_is_free_again_after_its_lease() {
         );
         std::thread::sleep(Duration::from_micros(500));
     };
+    // The acquire that found the dead lease expired removed it: counted.
+    let stats: String = query(&mut con, &["INFO", "ratelimit"]).unwrap();
+    assert!(
+        stats.contains("ratelimit_concurrency:acquired=2,renewed=0,refused="),
+        "{stats}"
+    );
+    assert!(stats.contains(",released=0,expired=1"), "{stats}");
     let lease = Duration::from_millis(lease_ms);
     assert!(
         freed >= before + lease,
