@@ -30,6 +30,8 @@ pub struct LeaseZset<'k, 'a, 'i> {
     /// An instant through which a count found no entry: nothing expired to
     /// remove then (no second walk).
     expired_none_through: Cell<Option<i64>>,
+    /// The member `1:id`, made for the lookup: the write takes it.
+    first_slot: Cell<Option<OwnedString>>,
 }
 
 impl<'k, 'a, 'i> LeaseZset<'k, 'a, 'i> {
@@ -59,9 +61,14 @@ impl<'k, 'a, 'i> LeaseZset<'k, 'a, 'i> {
         let mut held: Option<Held> = None;
         let mut probed = 0i64;
         let mut same = true;
+        let mut first_slot = None;
         while probed < settings::concurrency_max_limit() {
             let member = slot_member(ctx, probed + 1, id)?;
-            let Some(score) = key.zset_score(&member)? else {
+            let score = key.zset_score(&member)?;
+            if probed == 0 {
+                first_slot = Some(member);
+            }
+            let Some(score) = score else {
                 break;
             };
             probed += 1;
@@ -132,12 +139,18 @@ impl<'k, 'a, 'i> LeaseZset<'k, 'a, 'i> {
             probed,
             newest_other,
             expired_none_through: Cell::new(None),
+            first_slot: Cell::new(first_slot),
         }))
     }
 
     /// The end of the block stored in the set, if any (in force or not).
     pub fn blocked_until_us(&self) -> Option<i64> {
         self.blocked_until_us
+    }
+
+    /// The member `1:id` (once; then `None`).
+    pub fn take_first_slot(&self) -> Option<OwnedString> {
+        self.first_slot.take()
     }
 
     /// How many slots `1:id …` are present.

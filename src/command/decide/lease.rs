@@ -69,10 +69,18 @@ pub(super) fn plan_lease<'a>(
         let mut removed = Vec::new();
         if !at.options.peek {
             for k in 1..=u.slots {
-                added.push(slot_member(ctx, k, id)?);
+                let first = (k == 1).then(|| set.as_ref().and_then(LeaseZset::take_first_slot));
+                added.push(match first.flatten() {
+                    Some(member) => member,
+                    None => slot_member(ctx, k, id)?,
+                });
             }
             for k in u.slots.max(0) + 1..=probed {
-                removed.push(slot_member(ctx, k, id)?);
+                let first = (k == 1).then(|| set.as_ref().and_then(LeaseZset::take_first_slot));
+                removed.push(match first.flatten() {
+                    Some(member) => member,
+                    None => slot_member(ctx, k, id)?,
+                });
             }
         }
         let members = LeaseMembers {

@@ -74,11 +74,11 @@ pub(super) enum Effect<'w> {
         expire_at_ms: i64,
     },
     /// A lease written: slots removed (expired ones, then the lease's own),
-    /// slots added at `score`.
+    /// slots added at `score_us` (made a string only to propagate).
     Lease {
         expired: &'w [OwnedString],
         removed: &'w [OwnedString],
-        score: Option<OwnedString>,
+        score_us: i64,
         added: &'w [OwnedString],
         expire_at_ms: i64,
     },
@@ -180,11 +180,7 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
                 Some(expire_at_ms) => Effect::Lease {
                     expired: &members.expired,
                     removed: &members.removed,
-                    score: if members.added.is_empty() {
-                        None
-                    } else {
-                        Some(OwnedString::from_i64(ctx, members.expires_at_us)?)
-                    },
+                    score_us: members.expires_at_us,
                     added: &members.added,
                     expire_at_ms,
                 },
@@ -267,7 +263,7 @@ pub(super) fn announce(
         Effect::Lease {
             expired,
             removed,
-            score,
+            score_us,
             added,
             expire_at_ms,
         } => {
@@ -275,8 +271,9 @@ pub(super) fn announce(
                 if !expired.is_empty() || !removed.is_empty() {
                     effects::replicate_zrem(ctx, name, &[expired, removed])?;
                 }
-                if let Some(score) = score {
-                    effects::replicate_zadd(ctx, name, score, added)?;
+                if !added.is_empty() {
+                    let score = OwnedString::from_i64(ctx, *score_us)?;
+                    effects::replicate_zadd(ctx, name, &score, added)?;
                 }
                 effects::replicate_pexpireat(ctx, name, *expire_at_ms)?;
             }
