@@ -2011,10 +2011,22 @@ COMMANDS.rl_concurrency = function(keys, args, ro)
     o = options_or_default(args, count, 5, now, nil, E_LEASE_SYNTAX)
     if o.refund then fail(E_LEASE_SYNTAX) end
   else
-    local rest = count - 4
-    local peek = rest == 1 and is_kw(args[5], 'PEEK')
-    if rest > 0 and not peek then fail(E_LEASE_SYNTAX) end
-    o = { refund = false, n = 1, peek = peek, block_us = false, now = now or false, now_ms = false }
+    -- Only PEEK (and the library's NOW), each at most once.
+    o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+    local i, now_seen = 5, now ~= nil
+    while i <= count do
+      local W = upper(args[i])
+      if W == 'PEEK' and not o.peek then
+        o.peek = true
+        i = i + 1
+      elseif W == 'NOW' and not now_seen then
+        now_seen = true
+        o.now = now_option(args, i + 1, E_LEASE_SYNTAX)
+        i = i + 2
+      else
+        fail(E_LEASE_SYNTAX)
+      end
+    end
   end
   local lim = { alg = CONCURRENCY, limit = base.limit, lease_us = base.lease_us, op = op, id = id }
   return run_one(key, lim, o, ro)
