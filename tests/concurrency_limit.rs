@@ -142,6 +142,9 @@ fn run_storm(acquisitions: i64) {
     // The storm did fill the limit: the test can see an over-admission.
     assert_eq!(s.max_in_flight, LIMIT, "the workers never filled the limit");
     assert_no_slot_lost(&server, "tenant");
+    if !common::module_only("INFO ratelimit") {
+        return;
+    }
     let mut con = server.connect();
     let stats: String = query(&mut con, &["INFO", "ratelimit"]).unwrap();
     let line = stats
@@ -165,6 +168,9 @@ fn sixty_four_workers_never_exceed_the_limit_in_100k_acquisitions() {
 
 #[test]
 fn a_dead_workers_slot_is_free_again_after_its_lease() {
+    if !common::module_only("INFO ratelimit") {
+        return;
+    }
     let server = Server::start();
     let lease_ms = 300u64;
     let lease = "0.3";
@@ -219,6 +225,11 @@ fn a_dead_workers_slot_is_free_again_after_its_lease() {
 
 #[test]
 fn a_rate_and_a_concurrency_limit_in_rl_all_never_over_admit() {
+    if !common::module_only(
+        "its RL.ALL replies are read raw; tests/differential.rs compares rl_all",
+    ) {
+        return;
+    }
     const CLIENTS: usize = 32;
     const RATE: i64 = 300;
     const SLOTS: i64 = 4;
@@ -307,6 +318,9 @@ fn a_rate_and_a_concurrency_limit_in_rl_all_never_over_admit() {
 
 #[test]
 fn replica_and_aof_hold_the_same_leases_after_a_storm() {
+    if !common::module_only("the module's effects") {
+        return;
+    }
     let master = Server::start_with(&[
         "--save",
         "",
@@ -390,6 +404,9 @@ fn replica_and_aof_hold_the_same_leases_after_a_storm() {
 
 #[test]
 fn errors_and_foreign_sets() {
+    if !common::module_only("module errors and COMMAND GETKEYS") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let cases: &[(&[&str], &str)] = &[
@@ -535,6 +552,9 @@ fn tokens_blocks_and_the_key_expiry() {
 /// within 2 ms).
 #[test]
 fn the_functions_library_answers_as_the_module() {
+    if !common::module_only("it loads the library beside the module") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let library = std::fs::read_to_string(
@@ -672,6 +692,9 @@ fn the_functions_library_answers_as_the_module() {
 
 #[test]
 fn concurrency_policies_in_rl_limit_and_rl_all() {
+    if !common::module_only("policies") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let ok: String = query(

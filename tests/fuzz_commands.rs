@@ -2233,6 +2233,10 @@ fn gen_concurrency(rng: &mut Rng, pool: &Pool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 /// (or gone).
 #[test]
 fn random_concurrency_calls_never_hurt_the_server() {
+    if !common::module_only("the module's commands, raw (tests/differential.rs covers the library)")
+    {
+        return;
+    }
     let mut server = Server::start();
     let mut con = server.connect();
     let mut rng = Rng::new(seed() ^ 32);
