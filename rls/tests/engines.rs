@@ -202,3 +202,38 @@ async fn time_refused_in_scripts_passes_the_services_clock() {
     let err = client.should_rate_limit(req()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
 }
+
+/// The binary logs the engine it found at start, before any request.
+#[test]
+fn the_engine_is_logged_at_start() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let redis = Redis::start_without_module(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, YAML).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ratelimit-rls"))
+        .arg("--config")
+        .arg(&config)
+        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .args(["--redis-url", &redis.url(), "--log-format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ratelimit-rls");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("engine in use") && tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let line = rx.recv_timeout(std::time::Duration::from_secs(10));
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = line.expect("'engine in use' logged");
+    assert!(line.contains(r#""engine":"functions""#), "{line}");
+}
