@@ -203,12 +203,21 @@ async fn time_refused_in_scripts_passes_the_services_clock() {
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
 }
 
-/// The binary logs the engine it found at start, before any request.
+/// The binary logs the engine it found at start, before any request, found
+/// or forced.
 #[test]
 fn the_engine_is_logged_at_start() {
+    let redis = Redis::start_without_module(&[]);
+    for (setting, engine) in [("auto", "functions"), ("eval", "eval")] {
+        let line = first_engine_log(&redis, &["--engine", setting]);
+        assert!(line.contains(&format!(r#""engine":"{engine}""#)), "{line}");
+    }
+}
+
+/// The binary's first `engine in use` log line (JSON), within 10 s.
+fn first_engine_log(redis: &Redis, flags: &[&str]) -> String {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
-    let redis = Redis::start_without_module(&[]);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, YAML).unwrap();
@@ -217,6 +226,7 @@ fn the_engine_is_logged_at_start() {
         .arg(&config)
         .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
         .args(["--redis-url", &redis.url(), "--log-format", "json"])
+        .args(flags)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -234,6 +244,5 @@ fn the_engine_is_logged_at_start() {
     let line = rx.recv_timeout(std::time::Duration::from_secs(10));
     let _ = child.kill();
     let _ = child.wait();
-    let line = line.expect("'engine in use' logged");
-    assert!(line.contains(r#""engine":"functions""#), "{line}");
+    line.expect("'engine in use' logged")
 }

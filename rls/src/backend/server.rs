@@ -114,10 +114,6 @@ impl Redis {
         self.engines
             .caller_clock
             .store(clock == ClockSetting::Caller, Ordering::Relaxed);
-        // Module and eval need nothing loaded: in use from the start.
-        if let Some(e @ (Engine::Module | Engine::Eval)) = forced {
-            self.engines.current.store(e.code(), Ordering::Relaxed);
-        }
         self
     }
 
