@@ -373,4 +373,8 @@ class RateLimit {
   }
 }
 
-module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, specFromPolicyWords, SPECS, optionArgs, DEFAULT_TIMEOUT_MS, engineOptions };
+module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, specFromPolicyWords, SPECS, optionArgs, applyBlock, DEFAULT_TIMEOUT_MS, engineOptions };
+
+// Concurrency limits (RL.CONCURRENCY): acquire() → Lease, renew(), release()
+// (lib/concurrency.js, required after the exports it uses are set).
+Object.assign(RateLimit.prototype, require('./concurrency').methods);
