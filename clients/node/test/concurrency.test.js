@@ -8,7 +8,7 @@ const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert');
 const http = require('node:http');
 const express = require('express');
-const { startRedis, CLIENTS, listen, request, sleep, raw, TEST_ENGINE } = require('./helpers');
+const { startRedis, CLIENTS, listen, request, sleep, raw, hungServer, TEST_ENGINE } = require('./helpers');
 const { RateLimit, Lease, concurrencyLimit } = require('..');
 const { libraryCallOf } = require('../lib/engine');
 
@@ -296,5 +296,29 @@ describe('concurrencyLimit middleware', () => {
     cleanups.push(s2.close);
     const r = await request(s2.port);
     assert.deepStrictEqual([r.status, r.body], [500, 'error: no key']);
+  });
+
+  test('Redis unavailable: fail open (no slot), or 503 with failOpen false; onUnavailable told', async () => {
+    const hung = await hungServer();
+    cleanups.push(hung.close);
+    const Redis = require('ioredis');
+    const client = new Redis({ host: '127.0.0.1', port: hung.port, lazyConnect: true, maxRetriesPerRequest: 0 });
+    client.on('error', () => {});
+    cleanups.push(() => client.disconnect());
+    const told = [];
+    const make = (failOpen) => {
+      const a = express();
+      a.use(concurrencyLimit({ client, limit: 1, timeoutMs: 50, failOpen, engine: 'module', onUnavailable: (err) => told.push(err.reason) }));
+      a.get('/', (req, res) => res.send(req.concurrency ? 'slot' : 'no slot'));
+      return a;
+    };
+    const open = await listen(make(true));
+    const closed = await listen(make(false));
+    cleanups.push(open.close, closed.close);
+    const r1 = await request(open.port);
+    assert.deepStrictEqual([r1.status, r1.body], [200, 'no slot']);
+    const r2 = await request(closed.port);
+    assert.deepStrictEqual([r2.status, r2.headers['retry-after']], [503, '1']);
+    assert.deepStrictEqual(told, ['timeout', 'timeout']);
   });
 });
