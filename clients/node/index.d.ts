@@ -28,8 +28,13 @@ export type LimitSpec =
   | { type: 'slidingLog'; limit: number; window: number; label?: string }
   | { type: 'policy'; name: string; label?: string };
 
-/** RL.ALL limits: no leakyBucket, no align 'first', no buckets. */
-export type AllLimit = LimitSpec & { key: string };
+/**
+ * RL.ALL limits: no leakyBucket, no align 'first', no buckets; and a
+ * concurrency lease (`id`), taken only when every limit allows.
+ */
+export type AllLimit =
+  | (LimitSpec & { key: string })
+  | { key: string; type: 'concurrency'; limit: number; lease: number; id: string; label?: string };
 
 export interface CallOptions {
   /** TOKENS n: this request's cost (default 1). */

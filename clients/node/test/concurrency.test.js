@@ -101,6 +101,24 @@ for (const [clientName, lib] of Object.entries(CLIENTS)) {
   });
 }
 
+test('all(): a rate limit and a lease, all or nothing (a refused call takes no slot)', async () => {
+  const conn = await CLIENTS.ioredis.connect(redis.port);
+  cleanups.push(conn.close);
+  const rl = new RateLimit(conn.client);
+  const limits = (id) => [
+    { key: '{t:7}:rate', type: 'gcra', maxBurst: 0, tokensPerPeriod: 1, period: 60 },
+    { key: '{t:7}:running', type: 'concurrency', limit: 3, lease: 30, id },
+  ];
+  const first = await rl.all(limits('job-1'));
+  assert.strictEqual(first.allowed, true);
+  const second = await rl.all(limits('job-2'));
+  assert.deepStrictEqual([second.limited, second.which, second.whichKey], [true, 0, '{t:7}:rate']);
+  const params = { limit: 3, lease: 30 };
+  assert.strictEqual((await rl.release('{t:7}:running', 'nobody', params)).remaining, 2, 'only job-1 holds a slot');
+  assert.strictEqual((await rl.release('{t:7}:running', 'job-1', params)).remaining, 3);
+  await assert.rejects(rl.all([{ key: 'x', type: 'concurrency', limit: 1, lease: 1 }]), /needs 'id'/);
+});
+
 describe('leases in time', () => {
   let conn;
   let rl;
@@ -128,6 +146,7 @@ describe('leases in time', () => {
     const key = 'long-work';
     const lease = await rl.acquire(key, { limit: 1, lease: 0.15, autoRenew: true });
     assert.ok(lease.held);
+    assert.strictEqual(lease._timer.hasRef(), false, "the timer keeps no process alive");
     await sleep(500); // more than three lease times
     const other = await rl.acquire(key, { limit: 1, lease: 0.15 });
     assert.strictEqual(other.limited, true, 'the auto-renewed lease still holds the slot');

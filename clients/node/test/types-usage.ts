@@ -109,6 +109,10 @@ async function main(): Promise<void> {
   }
   await rl.acquire('k', { limit: 1, lease: 0.5, id: 'job-1', autoRenew: 0.1, onRenewError: (err) => console.error(err) });
   await rl.renew('k', 'job-1', { limit: 1, lease: 0.5 });
+  await rl.all([
+    { key: '{t:7}:hour', type: 'slidingWindow', limit: 100, window: 3600 },
+    { key: '{t:7}:running', type: 'concurrency', limit: 3, lease: 30, id: 'job-1' },
+  ]);
   await rl2.release('k', 'job-1', { limit: 1, lease: 0.5, peek: true });
   app.use(concurrencyLimit({ client: nodeRedis, limit: 3, lease: 30, autoRenew: true, key: (req) => req.headers['x-tenant'] as string }));
   const conc = concurrencyLimit({ client: ioredis, limit: 2, handler: (req, res, next, l) => res.end(String(l.retryAfterMs)) });
