@@ -119,6 +119,19 @@ test('all(): a rate limit and a lease, all or nothing (a refused call takes no s
   await assert.rejects(rl.all([{ key: 'x', type: 'concurrency', limit: 1, lease: 1 }]), /needs 'id'/);
 });
 
+for (const engine of ['functions', 'eval']) {
+  test(`acquire and release through the ${engine} engine, forced`, async () => {
+    const conn = await CLIENTS['node-redis'].connect(redis.port);
+    cleanups.push(conn.close);
+    const rl = new RateLimit(conn.client, { engine });
+    const key = `forced:${engine}`;
+    const a = await rl.acquire(key, { limit: 1, lease: 30 });
+    assert.deepStrictEqual([rl.engine, a.allowed, a.remaining], [engine, true, 0]);
+    assert.strictEqual((await rl.acquire(key, { limit: 1, lease: 30 })).limited, true);
+    assert.strictEqual((await a.release()).remaining, 1);
+  });
+}
+
 describe('leases in time', () => {
   let conn;
   let rl;
