@@ -8,6 +8,7 @@ and lowers before leaving), never read from the server."""
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import os
 import random
@@ -17,10 +18,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Tuple
 
+import httpx
 import pytest
 import redis
+from fastapi import Depends, FastAPI
+from fastapi.responses import StreamingResponse
 
 import redis_ratelimit
 from redis_ratelimit import (
@@ -33,6 +37,8 @@ from redis_ratelimit import (
     FixedWindow,
     RateLimiter,
 )
+from redis_ratelimit.fastapi import ConcurrencyLimit, RateLimit
+from redis_ratelimit.middleware import ASGIRateLimitMiddleware, Rule, WSGIRateLimitMiddleware
 from tests.helpers import TEST_ENGINE, RedisServer
 
 
@@ -388,3 +394,255 @@ def test_a_server_restart_is_a_redis_error_at_acquisition() -> None:
     with pytest.raises(redis.exceptions.ConnectionError):
         with rl.concurrency("k", 1, 30):
             pass
+
+
+# ---------------------------------------------------------------- middleware and FastAPI
+
+class InFlight:
+    """In-flight requests, counted by the app itself."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.max = 0
+
+    def enter(self) -> None:
+        with self.lock:
+            self.now += 1
+            self.max = max(self.max, self.now)
+
+    def leave(self) -> None:
+        with self.lock:
+            self.now -= 1
+
+
+REPORTS = [Rule(Concurrency(3, 10), path="/reports", key=lambda req: "tenant", name="reports")]
+REPORTS_KEY = "rl:reports:tenant"
+
+
+def wsgi_environ(path: str = "/reports") -> Dict[str, Any]:
+    return {"REQUEST_METHOD": "GET", "PATH_INFO": path, "REMOTE_ADDR": "10.0.0.1",
+            "QUERY_STRING": "", "wsgi.input": io.BytesIO(b"")}
+
+
+def test_wsgi_concurrency_rule_admits_at_most_n_until_each_body_is_done(
+        url: str, r: redis.Redis) -> None:
+    """20 threads act as a WSGI server: call the app, iterate the streamed body, close it."""
+    seen = InFlight()
+
+    def reports(environ: Dict[str, Any], start_response: Any) -> Iterator[bytes]:
+        seen.enter()
+        start_response("200 OK", [("Content-Type", "text/plain")])
+
+        def body() -> Iterator[bytes]:
+            try:
+                yield b"part 1\n"
+                time.sleep(random.uniform(0, 0.003))
+                yield b"part 2\n"
+            finally:
+                seen.leave()
+
+        return body()
+
+    app = WSGIRateLimitMiddleware(reports, sync_limiter(url), REPORTS)
+    statuses: List[int] = []
+
+    def server_thread() -> None:
+        for _ in range(15):
+            got: Dict[str, Any] = {}
+
+            def start_response(status: str, headers: Any, exc_info: Any = None) -> None:
+                got["status"] = int(status.split()[0])
+
+            body = app(wsgi_environ(), start_response)
+            try:
+                b"".join(body)
+            finally:
+                getattr(body, "close", lambda: None)()
+            statuses.append(got["status"])
+            if got["status"] == 429:
+                time.sleep(0.001)
+
+    threads = [threading.Thread(target=server_thread) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert seen.max == 3, seen.max
+    assert statuses.count(200) > 0 and statuses.count(429) > 0
+    assert set(statuses) == {200, 429}
+    assert free_slots(sync_limiter(url), REPORTS_KEY, 3) == 3
+
+
+def test_wsgi_holds_the_slot_until_the_server_closes_the_body(url: str, r: redis.Redis) -> None:
+    def reports(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
+        start_response("200 OK", [])
+        return [b"a", b"b"]
+
+    app = WSGIRateLimitMiddleware(reports, sync_limiter(url), REPORTS)
+    body = app(wsgi_environ(), lambda status, headers, exc_info=None: None)
+    assert list(body) == [b"a", b"b"]
+    assert r.zcard(REPORTS_KEY) == 1  # sent, not yet closed: still held
+    body.close()  # type: ignore[attr-defined]
+    assert r.exists(REPORTS_KEY) == 0
+
+    def failing(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
+        raise RuntimeError("the app failed")
+
+    app = WSGIRateLimitMiddleware(failing, sync_limiter(url), REPORTS)
+    with pytest.raises(RuntimeError):
+        app(wsgi_environ(), lambda status, headers, exc_info=None: None)
+    assert r.exists(REPORTS_KEY) == 0
+
+
+async def asgi_call(app: Any, path: str = "/reports") -> Tuple[int, List[Dict[str, Any]]]:
+    sent: List[Dict[str, Any]] = []
+    scope = {"type": "http", "method": "GET", "path": path, "headers": [],
+             "client": ("10.0.0.1", 1234), "query_string": b""}
+
+    async def receive() -> Dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return sent[0]["status"], sent
+
+
+def test_asgi_concurrency_rule_admits_at_most_n_until_the_last_body_message(
+        url: str, r: redis.Redis) -> None:
+    seen = InFlight()
+
+    async def reports(scope: Any, receive: Any, send: Any) -> None:
+        seen.enter()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"part 1\n", "more_body": True})
+        await asyncio.sleep(random.uniform(0, 0.003))
+        seen.leave()  # before the last message: the slot is given back after it
+        await send({"type": "http.response.body", "body": b"part 2\n"})
+        await asyncio.sleep(0.002)  # the app lingers after its response: the slot does not
+
+    async def run() -> List[int]:
+        app = ASGIRateLimitMiddleware(reports, async_limiter(url), REPORTS)
+
+        async def client() -> List[int]:
+            statuses = []
+            for _ in range(10):
+                status, _ = await asgi_call(app)
+                statuses.append(status)
+                if status == 429:
+                    await asyncio.sleep(0.001)
+            return statuses
+
+        results = await asyncio.wait_for(asyncio.gather(*(client() for _ in range(50))), 60)
+        return [s for statuses in results for s in statuses]
+
+    statuses = asyncio.run(run())
+    assert seen.max == 3, seen.max
+    assert set(statuses) == {200, 429}
+    assert free_slots(sync_limiter(url), REPORTS_KEY, 3) == 3
+
+
+def test_asgi_releases_after_the_last_body_or_when_the_app_fails(url: str, r: redis.Redis) -> None:
+    held: Dict[str, int] = {}
+
+    async def streaming(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"a", "more_body": True})
+        held["mid-stream"] = r.zcard(REPORTS_KEY)
+        await send({"type": "http.response.body", "body": b"b"})
+        held["after the last body"] = r.zcard(REPORTS_KEY)
+
+    async def failing(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise RuntimeError("the app failed mid-stream")
+
+    async def run() -> None:
+        status, sent = await asgi_call(
+            ASGIRateLimitMiddleware(streaming, async_limiter(url), REPORTS))
+        assert status == 200 and [m.get("body") for m in sent[1:]] == [b"a", b"b"]
+        with pytest.raises(RuntimeError):
+            await asgi_call(ASGIRateLimitMiddleware(failing, async_limiter(url), REPORTS))
+
+    asyncio.run(run())
+    assert held == {"mid-stream": 1, "after the last body": 0}
+    assert r.exists(REPORTS_KEY) == 0
+
+
+@pytest.mark.parametrize("flavour", ["wsgi", "asgi"])
+def test_concurrency_rules_fail_open_or_closed(refused_port: int, flavour: str) -> None:
+    rules = [Rule(Concurrency(1, 5), path="/closed", fail_open=False), Rule(Concurrency(1, 5))]
+    url = f"redis://127.0.0.1:{refused_port}"
+
+    def ok_wsgi(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
+        start_response("200 OK", [])
+        return [b"ok"]
+
+    async def ok_asgi(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    if flavour == "wsgi":
+        app = WSGIRateLimitMiddleware(ok_wsgi, RateLimiter.from_url(url), rules)
+        got: List[int] = []
+        for path in ("/closed", "/open"):
+            body = app(wsgi_environ(path), lambda s, h, e=None: got.append(int(s.split()[0])))
+            list(body)
+        assert got == [503, 200]
+    else:
+        app2 = ASGIRateLimitMiddleware(ok_asgi, AsyncRateLimiter.from_url(url), rules)
+
+        async def run() -> List[int]:
+            return [(await asgi_call(app2, path))[0] for path in ("/closed", "/open")]
+
+        assert asyncio.run(run()) == [503, 200]
+
+
+def test_a_concurrency_rule_needs_a_limiter_with_leases() -> None:
+    class OnlyCheck:
+        def check(self, key: str, limit: Any, *, tokens: int = 1,
+                  name: Optional[str] = None) -> Any:
+            raise AssertionError("not called")
+
+    with pytest.raises(TypeError, match="acquire"):
+        WSGIRateLimitMiddleware(lambda e, s: [], OnlyCheck(), REPORTS)
+    with pytest.raises(TypeError, match="ConcurrencyLimit"):
+        RateLimit(async_limiter("redis://127.0.0.1:1"), Concurrency(1, 5))
+
+
+def test_fastapi_concurrency_limit_holds_the_slot_until_the_response_is_sent(
+        url: str, r: redis.Redis) -> None:
+    seen = InFlight()
+    limiter = async_limiter(url)
+    app = FastAPI()
+    two = ConcurrencyLimit(limiter, Concurrency(2, 10), key=lambda req: "t", name="report")
+
+    @app.get("/report", dependencies=[Depends(two)])
+    async def report() -> StreamingResponse:
+        seen.enter()
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                yield b"part 1\n"
+                await asyncio.sleep(0.01)
+                yield b"part 2\n"
+            finally:
+                seen.leave()
+
+        return StreamingResponse(body())
+
+    async def run() -> List[int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            async def get() -> int:
+                response = await client.get("/report")
+                if response.status_code == 200:
+                    assert response.text == "part 1\npart 2\n"
+                return response.status_code
+
+            return list(await asyncio.gather(*(get() for _ in range(12))))
+
+    statuses = asyncio.run(run())
+    assert seen.max <= 2 and statuses.count(200) >= 2 and 429 in statuses, (seen.max, statuses)
+    assert free_slots(sync_limiter(url), "rl:report:t", 2) == 2
