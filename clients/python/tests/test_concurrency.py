@@ -671,3 +671,11 @@ def test_fastapi_concurrency_limit_holds_the_slot_until_the_response_is_sent(
     statuses = asyncio.run(run())
     assert seen.max <= 2 and statuses.count(200) >= 2 and 429 in statuses, (seen.max, statuses)
     assert free_slots(sync_limiter(url), "rl:report:t", 2) == 2
+
+
+@pytest.mark.module_only
+def test_a_concurrency_policy_round_trips(url: str) -> None:
+    rl = sync_limiter(url)
+    rl.policy_set("reports", Concurrency(3, 30.5))
+    got = rl.policy_get("reports")
+    assert got is not None and got[0] == Concurrency(3, 30.5)
