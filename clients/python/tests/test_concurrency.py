@@ -313,12 +313,18 @@ def test_a_lost_lease_is_noticed_and_logged(url: str, r: redis.Redis,
                                             caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="redis_ratelimit")
     rl = sync_limiter(url)
-    with rl.concurrency("k", 1, LEASE_S) as lease:
+    told: List[ConcurrencyLease] = []
+    with rl.concurrency("k", 1, LEASE_S, on_lost=told.append) as lease:
         r.delete("k")  # as if it had expired
         deadline = time.monotonic() + 2
         while not lease.lost and time.monotonic() < deadline:
             time.sleep(0.02)
         assert lease.lost
+        time.sleep(0.05)
+        assert told == [lease]
+        renewals = lease.renewals
+        time.sleep(LEASE_S)
+        assert lease.renewals == renewals  # renewing stopped
     assert any("was lost" in rec.message for rec in caplog.records)
 
 
@@ -513,8 +519,9 @@ def test_a_refused_request_gets_429_with_retry_after_and_is_not_cached(
     first = app(wsgi_environ(), start_response)  # its body not closed yet: the slot is held
     list(app(wsgi_environ(), start_response))
     status, headers = got[-1]
-    assert status == 429 and headers["Retry-After"] == "10"
-    assert headers["RateLimit"] == '"one";r=0;t=10' and headers["RateLimit-Policy"] == '"one";q=1'
+    # A slot frees whenever a request ends: retry in 1 s, not when the 10 s lease would expire.
+    assert status == 429 and headers["Retry-After"] == "1"
+    assert headers["RateLimit"] == '"one";r=0;t=1' and headers["RateLimit-Policy"] == '"one";q=1'
     first.close()  # type: ignore[attr-defined]
     list(app(wsgi_environ(), start_response))  # admitted at once: the refusal was not cached
     assert [s for s, _ in got] == [200, 429, 200]

@@ -382,6 +382,7 @@ class RateLimiter:
         renew_every_s: Optional[float] = None,
         also: Sequence[Tuple[str, Limit]] = (),
         name: Optional[str] = None,
+        on_lost: Optional[Callable[[ConcurrencyLease], None]] = None,
     ) -> ConcurrencyLease:
         """At most ``limit`` at once on ``key``: ``with limiter.concurrency(key, limit=10,
         lease=30) as lease: …`` acquires ``tokens`` slots under ``lease_id`` (default: a fresh
@@ -391,10 +392,12 @@ class RateLimiter:
         way out, after an exception too (a failed release is logged, not raised: the slot then
         frees itself after ``lease`` seconds). ``also``: rate limits ``[(key, GCRA(…)), …]``
         decided with the acquisition, all or nothing (``RL.ALL``). ``block``: seconds to lock
-        the limiter out after a refusal. See :class:`~redis_ratelimit.ConcurrencyLease`."""
+        the limiter out after a refusal. ``on_lost(lease)``: called (from the renewal thread)
+        when a renewal finds the lease gone (it expired: stop the work, or acquire again). See
+        :class:`~redis_ratelimit.ConcurrencyLease`."""
         return ConcurrencyLease(self, key, limit, lease, lease_id=lease_id, tokens=tokens,
                                 block=block, renew=renew, renew_every_s=renew_every_s,
-                                also=also, name=name)
+                                also=also, name=name, on_lost=on_lost)
 
     def acquire(
         self,
@@ -737,13 +740,14 @@ class AsyncRateLimiter:
         renew_every_s: Optional[float] = None,
         also: Sequence[Tuple[str, Limit]] = (),
         name: Optional[str] = None,
+        on_lost: Optional[Callable[[AsyncConcurrencyLease], None]] = None,
     ) -> AsyncConcurrencyLease:
         """As :meth:`RateLimiter.concurrency`, for ``async with`` (renewed by an asyncio task):
         ``async with limiter.concurrency(key, limit=10, lease=30) as lease: …``. See
         :class:`~redis_ratelimit.AsyncConcurrencyLease`."""
         return AsyncConcurrencyLease(self, key, limit, lease, lease_id=lease_id, tokens=tokens,
                                      block=block, renew=renew, renew_every_s=renew_every_s,
-                                     also=also, name=name)
+                                     also=also, name=name, on_lost=on_lost)
 
     async def acquire(
         self,

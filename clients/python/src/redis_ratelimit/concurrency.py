@@ -22,7 +22,7 @@ import logging
 import threading
 import uuid
 from types import TracebackType
-from typing import Any, Optional, Protocol, Sequence, Tuple, Type
+from typing import Any, Callable, Optional, Protocol, Sequence, Tuple, Type
 
 from ._core import Concurrency, Decision, Limit, Number
 
@@ -120,6 +120,7 @@ class _LeaseBase:
         renew_every_s: Optional[float],
         also: Sequence[Tuple[str, Limit]],
         name: Optional[str],
+        on_lost: Optional[Callable[[Any], None]],
     ) -> None:
         if isinstance(lease, bool) or not lease > 0:
             raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
@@ -146,6 +147,8 @@ class _LeaseBase:
         #: Rate limits decided with the acquisition, all or nothing (``RL.ALL``).
         self.also = list(also)
         self.name = name
+        #: Called with this lease when a renewal finds it lost (from the renewal thread or task).
+        self.on_lost = on_lost
         #: The acquisition's decision (``None`` before :meth:`acquire`).
         self.decision: Optional[Decision] = None
         #: True when a renewal found the lease gone (it expired: the slot may be someone
@@ -175,6 +178,11 @@ class _LeaseBase:
         self.lost = True
         log.warning("concurrency lease %s on %r was lost (expired before it was renewed): its "
                     "slot may be held by another now", self.id, self.key)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self)
+            except Exception:
+                log.exception("on_lost of concurrency lease %s on %r failed", self.id, self.key)
 
     def _log_release_failure(self, exc: BaseException) -> None:
         log.warning("releasing concurrency lease %s on %r failed (%s: %s): the slot frees itself "
@@ -195,15 +203,18 @@ class ConcurrencyLease(_LeaseBase):
     :meth:`acquire` (returns the decision, never raises on a refusal), :meth:`release`.
     While held, a daemon thread renews the lease every :attr:`renew_every_s` (``renew=False``:
     no renewal; the lease then ends ``lease`` seconds after the acquisition); a renewal that
-    fails on a Redis error is logged and tried again at the next tick."""
+    fails on a Redis error is logged and tried again at the next tick; one that finds the lease
+    gone sets :attr:`lost`, logs a warning, calls ``on_lost(lease)`` and stops renewing."""
 
     def __init__(self, limiter: SyncLeaseLimiter, key: str, limit: int, lease: Number, *,
                  lease_id: Optional[str] = None, tokens: int = 1,
                  block: Optional[Number] = None, renew: bool = True,
                  renew_every_s: Optional[float] = None,
-                 also: Sequence[Tuple[str, Limit]] = (), name: Optional[str] = None) -> None:
+                 also: Sequence[Tuple[str, Limit]] = (), name: Optional[str] = None,
+                 on_lost: Optional[Callable[["ConcurrencyLease"], None]] = None) -> None:
         super().__init__(key, limit, lease, lease_id=lease_id, tokens=tokens, block=block,
-                         renew=renew, renew_every_s=renew_every_s, also=also, name=name)
+                         renew=renew, renew_every_s=renew_every_s, also=also, name=name,
+                         on_lost=on_lost)
         self.limiter = limiter
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -285,9 +296,11 @@ class AsyncConcurrencyLease(_LeaseBase):
                  lease_id: Optional[str] = None, tokens: int = 1,
                  block: Optional[Number] = None, renew: bool = True,
                  renew_every_s: Optional[float] = None,
-                 also: Sequence[Tuple[str, Limit]] = (), name: Optional[str] = None) -> None:
+                 also: Sequence[Tuple[str, Limit]] = (), name: Optional[str] = None,
+                 on_lost: Optional[Callable[["AsyncConcurrencyLease"], None]] = None) -> None:
         super().__init__(key, limit, lease, lease_id=lease_id, tokens=tokens, block=block,
-                         renew=renew, renew_every_s=renew_every_s, also=also, name=name)
+                         renew=renew, renew_every_s=renew_every_s, also=also, name=name,
+                         on_lost=on_lost)
         self.limiter = limiter
         self._stop: Optional[asyncio.Event] = None
         self._task: Optional["asyncio.Task[Any]"] = None

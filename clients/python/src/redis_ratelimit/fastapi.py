@@ -116,8 +116,8 @@ class ConcurrencyLimit:
     """``Depends(ConcurrencyLimit(limiter, Concurrency(3, 60)))``: at most 3 requests at once per
     key (default: the client's address) on the route, each holding ``cost`` slots under a fresh
     lease id from the dependency until its exit code (see the module's docstring for when FastAPI
-    runs it), renewed every ``lease / 3`` seconds meanwhile. Refused: ``RateLimitExceeded`` (429;
-    refusals are not cached: a release frees a slot sooner); Redis failing: the request passes
+    runs it), renewed every ``lease / 3`` seconds meanwhile. Refused: ``RateLimitExceeded`` (429,
+    ``Retry-After: 1``: a slot frees whenever a request ends; refusals are not cached); Redis failing: the request passes
     (``fail_open=True``) or ``RateLimiterUnavailable`` (503). ``key``, ``name``, ``cost``,
     ``prefix``, ``fail_open``, ``legacy_headers``, ``recheck_after_s``, ``recheck_max_s`` as
     :class:`RateLimit`'s; ``limiter``: an :class:`~redis_ratelimit.AsyncRateLimiter`."""

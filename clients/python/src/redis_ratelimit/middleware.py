@@ -34,8 +34,9 @@ decided or failed.
   the body's iterable (after a streamed body, or a failure); for ASGI, once the last body
   message is sent (or the app returns or fails first). The lease is renewed every third of its
   lease time while the request runs, so a long response keeps its slot; a worker that dies frees
-  it when the lease runs out. Refused: 429 as a rate limit's (never cached: a release frees a
-  slot before any ``retry_after_ms``); failing: open or closed as every rule.
+  it when the lease runs out. Refused: 429 with ``Retry-After: 1`` (``retry_after_ms`` capped at
+  1000: a slot frees whenever a request ends), never cached; failing: open or closed as every
+  rule.
 * **Refusals** are rendered by ``render(refusal)`` when given; else, under the ASGI middleware,
   by the wrapped Starlette/FastAPI app's exception handlers (for
   :class:`redis_ratelimit.starlette.RateLimitExceeded` /
@@ -530,6 +531,10 @@ class RateLimitFlow:
     def _decided(self, step: _Pending, decision: Decision, lease: Optional[Lease] = None) -> Outcome:
         self.health.succeeded()
         decision = replace(decision, name=step.rule.label)
+        if isinstance(step.rule.limit, Concurrency) and decision.retry_after_ms > 1000:
+            # The earliest lease's expiry is only the latest a slot frees: any request that ends
+            # frees one sooner. Retry after 1 s, as the Node package's concurrencyLimit says.
+            decision = replace(decision, retry_after_ms=1000)
         headers = decision.headers(legacy=self.legacy_headers)
         if decision.allowed:
             return Outcome(headers, decision, lease=lease)
