@@ -221,7 +221,8 @@ class ConcurrencyLease(_LeaseBase):
 
     def acquire(self) -> Decision:
         """``ACQUIRE`` (``RL.ALL`` with :attr:`also`): the decision; when allowed, the lease is
-        held and renewed in the background. Redis errors are raised."""
+        held and renewed in the background until :meth:`release` (always call it). Redis errors
+        are raised."""
         if self._held:
             raise RuntimeError(f"{self!r} is already held")
         if self.also:
