@@ -11,6 +11,7 @@ its limiter, or ``limits`` answers "unknown storage scheme"). Installed as
 
 from ._core import (
     GCRA,
+    Concurrency,
     Decision,
     FixedWindow,
     LeakyBucket,
@@ -22,6 +23,7 @@ from ._core import (
     TokenBucket,
 )
 from ._engine import ENGINES, LIBRARY_VERSION, ModuleRequiredError
+from .concurrency import AsyncConcurrencyLease, ConcurrencyLease, ConcurrencyLimitExceeded
 from .client import DEFAULT_TIMEOUT_S, AsyncRateLimiter, AsyncRedis, RateLimiter, SyncRedis
 
 try:  # registers redis+rl:// and friends with `limits` (optional dependency)
@@ -32,7 +34,11 @@ except ImportError:  # pragma: no cover - limits not installed
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncConcurrencyLease",
     "AsyncRateLimiter",
+    "Concurrency",
+    "ConcurrencyLease",
+    "ConcurrencyLimitExceeded",
     "AsyncRedis",
     "DEFAULT_TIMEOUT_S",
     "Decision",

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple, TypeVar
 
 from ._core import (
+    Concurrency,
     Decision,
     Limit,
     Number,
     Policy,
     PolicyOptions,
     all_args,
+    concurrency_args,
     options,
     parse,
     policy_from_words,
@@ -80,6 +82,26 @@ def all_of(
         return parse(reply, _label(bound, name), bound.window_s)
 
     return Call(args, read)
+
+
+def concurrency(
+    op: str,
+    key: str,
+    limit: Concurrency,
+    lease_id: str,
+    *,
+    tokens: int = 1,
+    peek: bool = False,
+    block: Optional[Number] = None,
+    name: Optional[str] = None,
+) -> Call[Decision]:
+    """``RL.CONCURRENCY key limit lease op id``: ``op`` is ``ACQUIRE`` (with ``TOKENS``,
+    ``PEEK``, ``BLOCK``), ``RENEW`` or ``RELEASE`` (``PEEK`` only)."""
+    if op != "ACQUIRE" and (tokens != 1 or block is not None):
+        raise ValueError(f"{op} takes neither tokens nor block (ACQUIRE does)")
+    args = concurrency_args(key, limit, op, lease_id, options(tokens, None, peek, block))
+    label = name or "concurrency"
+    return Call(args, lambda reply: parse(reply, label, None))
 
 
 def policy_set(

@@ -144,7 +144,40 @@ class Policy:
         return None
 
 
-Limit = Union[GCRA, TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingLog, Policy]
+@dataclass(frozen=True)
+class Concurrency:
+    """``RL.CONCURRENCY``: at most ``limit`` slots held at once, each lease lasting ``lease``
+    seconds from its acquisition or renewal unless released or renewed (docs/commands/
+    rl.concurrency.md).
+
+    ``lease_id`` names the lease a call acquires: needed where the limit goes into ``all()``
+    (``CONCURRENCY limit lease ACQUIRE id``); left ``None`` in a middleware
+    :class:`~redis_ratelimit.middleware.Rule` (each request takes a fresh id) and in
+    ``policy_set``. Acquire, renew and release one with ``RateLimiter.concurrency()`` (a
+    context manager) or ``acquire`` / ``renew`` / ``release``."""
+
+    limit: int
+    lease: Number
+    lease_id: Optional[str] = None
+    keyword = "CONCURRENCY"
+
+    def args(self) -> List[str]:
+        """The parameters, ``limit lease`` (without the operation)."""
+        return [str(self.limit), _num(self.lease)]
+
+    @property
+    def quota(self) -> int:
+        """The most slots held at once."""
+        return self.limit
+
+    @property
+    def window_s(self) -> Optional[float]:
+        """``None``: a concurrency limit has no window (and no in-memory fallback)."""
+        return None
+
+
+Limit = Union[GCRA, TokenBucket, LeakyBucket, FixedWindow, SlidingWindow, SlidingLog, Policy,
+              Concurrency]
 
 
 class PolicyOptions(TypedDict):
@@ -163,7 +196,11 @@ COMMANDS: Dict[str, str] = {
     "FIXEDWINDOW": "RL.FIXEDWINDOW",
     "SLIDINGWINDOW": "RL.SLIDINGWINDOW",
     "SLIDINGLOG": "RL.SLIDINGLOG",
+    "CONCURRENCY": "RL.CONCURRENCY",
 }
+
+#: The operations of ``RL.CONCURRENCY`` on a lease.
+LEASE_OPS = ("ACQUIRE", "RENEW", "RELEASE")
 
 
 @dataclass(frozen=True)
@@ -243,6 +280,10 @@ def options(tokens: int = 1, refund: Optional[int] = None, peek: bool = False,
 
 
 def single_args(key: str, limit: Limit, opts: List[str]) -> List[str]:
+    if isinstance(limit, Concurrency):
+        if limit.lease_id is None:
+            raise ValueError("a Concurrency limit needs a lease_id here (or use concurrency())")
+        return concurrency_args(key, limit, "ACQUIRE", limit.lease_id, opts)
     if isinstance(limit, Policy):
         if any(o == "BLOCK" for o in opts):
             raise ValueError("BLOCK belongs to the policy: set it with policy_set(..., block=)")
@@ -259,7 +300,26 @@ def all_args(pairs: Sequence[Tuple[str, Limit]], opts: List[str]) -> List[str]:
         if isinstance(limit, LeakyBucket):
             raise ValueError("LEAKYBUCKET cannot be part of RL.ALL")
         limits += [limit.keyword, *limit.args()]
+        if isinstance(limit, Concurrency):
+            if limit.lease_id is None:
+                raise ValueError("a Concurrency limit in all() needs its lease_id")
+            if "REFUND" in opts:
+                raise ValueError("REFUND does not apply to a Concurrency limit: release() it")
+            limits += ["ACQUIRE", limit.lease_id]
     return ["RL.ALL", str(len(keys)), *keys, *limits, *opts]
+
+
+def concurrency_args(key: str, limit: Concurrency, op: str, lease_id: str,
+                     opts: List[str]) -> List[str]:
+    """``RL.CONCURRENCY key limit lease ACQUIRE|RENEW|RELEASE id [options]`` (``TOKENS`` and
+    ``BLOCK`` only for ``ACQUIRE``: the module refuses them elsewhere)."""
+    if op not in LEASE_OPS:
+        raise ValueError(f"the operation must be one of {', '.join(LEASE_OPS)}, not {op!r}")
+    if "REFUND" in opts:
+        raise ValueError("REFUND does not apply to a Concurrency limit: release() it")
+    if not lease_id:
+        raise ValueError("a lease id is 1 or more bytes")
+    return ["RL.CONCURRENCY", key, *limit.args(), op, lease_id, *opts]
 
 
 def parse(reply: Sequence[int], name: str, window_s: Optional[float]) -> Decision:
@@ -285,7 +345,8 @@ def policy_set_args(name: str, limit: Limit, shadow: bool = False, soft: Optiona
 
 # The number of parameters of each algorithm a policy can name.
 _POLICY_ARITY: Dict[str, int] = {"GCRA": 3, "TOKENBUCKET": 3, "LEAKYBUCKET": 3,
-                                 "FIXEDWINDOW": 2, "SLIDINGWINDOW": 2, "SLIDINGLOG": 2}
+                                 "FIXEDWINDOW": 2, "SLIDINGWINDOW": 2, "SLIDINGLOG": 2,
+                                 "CONCURRENCY": 2}
 
 
 def policy_from_words(words: Sequence[Union[bytes, str]]) -> Tuple[Limit, PolicyOptions]:
@@ -316,6 +377,8 @@ def policy_from_words(words: Sequence[Union[bytes, str]]) -> Tuple[Limit, Policy
         limit = FixedWindow(int(p[0]), number(p[1]))
     elif kind == "SLIDINGWINDOW":
         limit = SlidingWindow(int(p[0]), number(p[1]))
+    elif kind == "CONCURRENCY":
+        limit = Concurrency(int(p[0]), number(p[1]))
     else:
         limit = SlidingLog(int(p[0]), number(p[1]))
     opts: PolicyOptions = {"shadow": False, "soft": None, "block": None}

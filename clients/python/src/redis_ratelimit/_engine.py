@@ -72,6 +72,7 @@ FUNCTION_OF = {
     "RL.SLIDINGLOG": "rl_slidinglog",
     "CL.THROTTLE": "cl_throttle",
     "RL.ALL": "rl_all",
+    "RL.CONCURRENCY": "rl_concurrency",
 }
 
 _FUNCTION_NOT_FOUND = re.compile(r"function not found", re.I)

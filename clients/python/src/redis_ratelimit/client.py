@@ -31,8 +31,10 @@ from typing import (
 from . import _commands
 from ._commands import Call
 from ._engine import AsyncEngine, SyncEngine
+from .concurrency import AsyncConcurrencyLease, ConcurrencyLease
 from ._core import (
     GCRA,
+    Concurrency,
     Decision,
     FixedWindow,
     LeakyBucket,
@@ -366,6 +368,70 @@ class RateLimiter:
             _commands.all_of(pairs, tokens=tokens, refund=refund, peek=peek, block=block, name=name)
         )
 
+    # -- RL.CONCURRENCY
+    def concurrency(
+        self,
+        key: str,
+        limit: int,
+        lease: Number,
+        *,
+        lease_id: Optional[str] = None,
+        tokens: int = 1,
+        block: Optional[Number] = None,
+        renew: bool = True,
+        renew_every_s: Optional[float] = None,
+        also: Sequence[Tuple[str, Limit]] = (),
+        name: Optional[str] = None,
+        on_lost: Optional[Callable[[ConcurrencyLease], None]] = None,
+    ) -> ConcurrencyLease:
+        """At most ``limit`` at once on ``key``: ``with limiter.concurrency(key, limit=10,
+        lease=30) as lease: …`` acquires ``tokens`` slots under ``lease_id`` (default: a fresh
+        ``uuid4().hex``) or raises :class:`~redis_ratelimit.ConcurrencyLimitExceeded`
+        (``retry_after_ms``), renews the lease every ``renew_every_s`` (default ``lease / 3``)
+        in a daemon thread while the body runs (``renew=False``: never), and releases it on the
+        way out, after an exception too (a failed release is logged, not raised: the slot then
+        frees itself after ``lease`` seconds). ``also``: rate limits ``[(key, GCRA(…)), …]``
+        decided with the acquisition, all or nothing (``RL.ALL``). ``block``: seconds to lock
+        the limiter out after a refusal. ``on_lost(lease)``: called (from the renewal thread)
+        when a renewal finds the lease gone (it expired: stop the work, or acquire again). See
+        :class:`~redis_ratelimit.ConcurrencyLease`."""
+        return ConcurrencyLease(self, key, limit, lease, lease_id=lease_id, tokens=tokens,
+                                block=block, renew=renew, renew_every_s=renew_every_s,
+                                also=also, name=name, on_lost=on_lost)
+
+    def acquire(
+        self,
+        key: str,
+        limit: int,
+        lease: Number,
+        lease_id: str,
+        *,
+        tokens: int = 1,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """``RL.CONCURRENCY key limit lease ACQUIRE lease_id``: takes ``tokens`` slots until
+        ``lease`` seconds from now (acquiring a held id renews it); ``remaining`` is the free
+        slots, ``retry_after_ms`` (refused) the time until enough leases could expire."""
+        return self.run(_commands.concurrency("ACQUIRE", key, Concurrency(limit, lease),
+                                              lease_id, tokens=tokens, peek=peek, block=block,
+                                              name=name))
+
+    def renew(self, key: str, limit: int, lease: Number, lease_id: str, *, peek: bool = False,
+              name: Optional[str] = None) -> Decision:
+        """``RL.CONCURRENCY … RENEW lease_id``: the held lease lasts ``lease`` seconds from now;
+        limited, ``retry_after_ms`` -1, when it is not held (expired, released, never taken)."""
+        return self.run(_commands.concurrency("RENEW", key, Concurrency(limit, lease), lease_id,
+                                              peek=peek, name=name))
+
+    def release(self, key: str, limit: int, lease: Number, lease_id: str, *,
+                peek: bool = False, name: Optional[str] = None) -> Decision:
+        """``RL.CONCURRENCY … RELEASE lease_id``: gives the lease's slots back (an id that holds
+        none is not an error); ``remaining``: the free slots."""
+        return self.run(_commands.concurrency("RELEASE", key, Concurrency(limit, lease),
+                                              lease_id, peek=peek, name=name))
+
     # -- RL.POLICY
     def policy_set(
         self,
@@ -659,6 +725,58 @@ class AsyncRateLimiter:
         return await self.run(
             _commands.all_of(pairs, tokens=tokens, refund=refund, peek=peek, block=block, name=name)
         )
+
+    # -- RL.CONCURRENCY
+    def concurrency(
+        self,
+        key: str,
+        limit: int,
+        lease: Number,
+        *,
+        lease_id: Optional[str] = None,
+        tokens: int = 1,
+        block: Optional[Number] = None,
+        renew: bool = True,
+        renew_every_s: Optional[float] = None,
+        also: Sequence[Tuple[str, Limit]] = (),
+        name: Optional[str] = None,
+        on_lost: Optional[Callable[[AsyncConcurrencyLease], None]] = None,
+    ) -> AsyncConcurrencyLease:
+        """As :meth:`RateLimiter.concurrency`, for ``async with`` (renewed by an asyncio task):
+        ``async with limiter.concurrency(key, limit=10, lease=30) as lease: …``. See
+        :class:`~redis_ratelimit.AsyncConcurrencyLease`."""
+        return AsyncConcurrencyLease(self, key, limit, lease, lease_id=lease_id, tokens=tokens,
+                                     block=block, renew=renew, renew_every_s=renew_every_s,
+                                     also=also, name=name, on_lost=on_lost)
+
+    async def acquire(
+        self,
+        key: str,
+        limit: int,
+        lease: Number,
+        lease_id: str,
+        *,
+        tokens: int = 1,
+        peek: bool = False,
+        block: Optional[Number] = None,
+        name: Optional[str] = None,
+    ) -> Decision:
+        """As :meth:`RateLimiter.acquire`."""
+        return await self.run(_commands.concurrency("ACQUIRE", key, Concurrency(limit, lease),
+                                                    lease_id, tokens=tokens, peek=peek,
+                                                    block=block, name=name))
+
+    async def renew(self, key: str, limit: int, lease: Number, lease_id: str, *,
+                    peek: bool = False, name: Optional[str] = None) -> Decision:
+        """As :meth:`RateLimiter.renew`."""
+        return await self.run(_commands.concurrency("RENEW", key, Concurrency(limit, lease),
+                                                    lease_id, peek=peek, name=name))
+
+    async def release(self, key: str, limit: int, lease: Number, lease_id: str, *,
+                      peek: bool = False, name: Optional[str] = None) -> Decision:
+        """As :meth:`RateLimiter.release`."""
+        return await self.run(_commands.concurrency("RELEASE", key, Concurrency(limit, lease),
+                                                    lease_id, peek=peek, name=name))
 
     # -- RL.POLICY
     async def policy_set(

@@ -11,15 +11,23 @@ and ``Retry-After``); Redis failing: the request passes (``fail_open=True``, the
 fallback decides, or :class:`~redis_ratelimit.starlette.RateLimiterUnavailable` (503). The app's
 exception handlers render both (FastAPI's default: ``{"detail": …}``). Refusals are cached in
 memory until their retry time. The flow is the middleware's (:class:`RateLimitFlow`).
+
+At most N at once, per route: ``Depends(ConcurrencyLimit(limiter, Concurrency(3, 60)))`` holds a
+slot (a lease, renewed while the request runs) from the dependency until FastAPI runs the exit
+code of dependencies with ``yield``: after the response is sent, streamed bodies included, in
+FastAPI 0.118 and later (0.106 to 0.117 run it when the endpoint returns, before the body is
+sent; the ASGI middleware's concurrency rules hold the slot until the last body message with any
+version).
 """
 
 # No `from __future__ import annotations` here: FastAPI reads __call__'s parameter types, and
 # older versions cannot resolve string annotations on a callable instance.
-from typing import Optional
+from typing import AsyncIterator, Optional
 
 from fastapi import Request, Response
 
-from ._core import Decision, Limit
+from ._core import Concurrency, Decision, Limit
+from .concurrency import AsyncLeaseLimiter
 from .middleware import (
     AsyncLimiter,
     Cost,
@@ -29,11 +37,12 @@ from .middleware import (
     RequestInfo,
     Rule,
     _warn_unbounded,
+    check_lease_limiter,
     client_ip,
 )
 from .starlette import RateLimiterUnavailable, RateLimitExceeded, exception_for
 
-__all__ = ["RateLimit", "RateLimitExceeded", "RateLimiterUnavailable"]
+__all__ = ["RateLimit", "ConcurrencyLimit", "RateLimitExceeded", "RateLimiterUnavailable"]
 
 
 class RateLimit:
@@ -59,6 +68,9 @@ class RateLimit:
         recheck_after_s: float = 1.0,
         recheck_max_s: float = 30.0,
     ) -> None:
+        if isinstance(limit, Concurrency):
+            raise TypeError("a Concurrency limit is held for the whole request: use "
+                            "Depends(ConcurrencyLimit(limiter, Concurrency(...)))")
         self.limiter = limiter
         self.limit = limit
         self.key = key
@@ -98,3 +110,76 @@ class RateLimit:
             raise exception_for(outcome.refusal)
         response.headers.update(outcome.headers)
         return outcome.decision
+
+
+class ConcurrencyLimit:
+    """``Depends(ConcurrencyLimit(limiter, Concurrency(3, 60)))``: at most 3 requests at once per
+    key (default: the client's address) on the route, each holding ``cost`` slots under a fresh
+    lease id from the dependency until its exit code (see the module's docstring for when FastAPI
+    runs it), renewed every ``lease / 3`` seconds meanwhile. Refused: ``RateLimitExceeded`` (429,
+    ``Retry-After: 1``: a slot frees whenever a request ends; refusals are not cached); Redis failing: the request passes
+    (``fail_open=True``) or ``RateLimiterUnavailable`` (503). ``key``, ``name``, ``cost``,
+    ``prefix``, ``fail_open``, ``legacy_headers``, ``recheck_after_s``, ``recheck_max_s`` as
+    :class:`RateLimit`'s; ``limiter``: an :class:`~redis_ratelimit.AsyncRateLimiter`."""
+
+    def __init__(
+        self,
+        limiter: AsyncLeaseLimiter,
+        limit: Concurrency,
+        *,
+        key: KeyFunc = client_ip,
+        name: Optional[str] = None,
+        cost: Cost = 1,
+        prefix: str = "rl:",
+        fail_open: bool = True,
+        legacy_headers: bool = False,
+        recheck_after_s: float = 1.0,
+        recheck_max_s: float = 30.0,
+    ) -> None:
+        if not isinstance(limit, Concurrency):
+            raise TypeError("ConcurrencyLimit takes a Concurrency(limit, lease); rate limits: "
+                            "RateLimit")
+        check_lease_limiter(limiter, [Rule(limit)])
+        self.limiter = limiter
+        self.limit = limit
+        self.key = key
+        self.name = name
+        self.cost = cost
+        self.flow = RateLimitFlow(
+            prefix=prefix,
+            fail_open=fail_open,
+            cache_size=0,
+            legacy_headers=legacy_headers,
+            recheck_after_s=recheck_after_s,
+            recheck_max_s=recheck_max_s,
+        )
+        _warn_unbounded(limiter)
+
+    @property
+    def engine(self) -> Optional[str]:
+        """The limiter's engine (``"module"``, ``"functions"``, ``"eval"``; ``None`` before the
+        first call)."""
+        return getattr(self.limiter, "engine", None)
+
+    async def __call__(self, request: Request,
+                       response: Response) -> AsyncIterator[Optional[Decision]]:
+        info = RequestInfo(
+            request.method,
+            request.url.path,
+            {k.lower(): v for k, v in request.headers.items()},
+            request.client.host if request.client else None,
+            request.url.query,
+        )
+        name = self.name or getattr(request.scope.get("route"), "path", None) or info.path
+        rule = Rule(self.limit, key=self.key, cost=self.cost, name=name)
+        outcome = await self.flow.decide_async(self.limiter, info, rule)  # type: ignore[arg-type]
+        if outcome is None:
+            yield None
+            return
+        if outcome.refusal is not None:
+            raise exception_for(outcome.refusal)
+        response.headers.update(outcome.headers)
+        try:
+            yield outcome.decision
+        finally:
+            await self.flow.release_async(outcome)

@@ -28,6 +28,15 @@ decided or failed.
   quota and window); policies, whose limits live on the server, still fail open or closed.
 * **Cache of denials**: a refusal is remembered in memory until its ``retry_after_ms``; the same
   key is answered 429 without asking Redis.
+* **Concurrency limits**: a rule whose limit is :class:`~redis_ratelimit.Concurrency`
+  (``Rule(Concurrency(3, 60), path="/reports", key=tenant)``) holds a slot per request, under a
+  fresh lease id, from the decision until the response is done: for WSGI, when the server closes
+  the body's iterable (after a streamed body, or a failure); for ASGI, once the last body
+  message is sent (or the app returns or fails first). The lease is renewed every third of its
+  lease time while the request runs, so a long response keeps its slot; a worker that dies frees
+  it when the lease runs out. Refused: 429 with ``Retry-After: 1`` (``retry_after_ms`` capped at
+  1000: a slot frees whenever a request ends), never cached; failing: open or closed as every
+  rule.
 * **Refusals** are rendered by ``render(refusal)`` when given; else, under the ASGI middleware,
   by the wrapped Starlette/FastAPI app's exception handlers (for
   :class:`redis_ratelimit.starlette.RateLimitExceeded` /
@@ -53,6 +62,7 @@ from typing import (
     Collection,
     Dict,
     Iterable,
+    Iterator,
     List,
     Mapping,
     MutableMapping,
@@ -65,7 +75,13 @@ from typing import (
 
 import redis.exceptions
 
-from ._core import Decision, Limit, Policy
+from ._core import Concurrency, Decision, Limit, Policy
+from .concurrency import (
+    AsyncConcurrencyLease,
+    AsyncLeaseLimiter,
+    ConcurrencyLease,
+    SyncLeaseLimiter,
+)
 
 log = logging.getLogger("redis_ratelimit")
 
@@ -143,8 +159,9 @@ class AsyncLimiter(Protocol):
 class Rule:
     """One rate limit on the requests it matches.
 
-    ``limit``: an algorithm and its parameters (``GCRA(4, 10, 1)``) or a server-side
-    ``Policy("name")``. ``path``: a prefix, or a regular expression when it starts with ``^``.
+    ``limit``: an algorithm and its parameters (``GCRA(4, 10, 1)``), a server-side
+    ``Policy("name")``, or a concurrency limit (``Concurrency(3, 60)``: at most 3 requests at
+    once per key, each holding its slot until its response is done; ``cost`` is the slots). ``path``: a prefix, or a regular expression when it starts with ``^``.
     ``methods``: upper-case methods, or ``None`` for all. ``key``: the requester's identity
     (``None`` exempts the request). ``cost``: tokens per request, or a function of the request.
     ``name``: the label in the headers and in the Redis key (default: the path).
@@ -209,14 +226,21 @@ Rendered = Tuple[int, Mapping[str, str], bytes]
 Render = Callable[[Refusal], Rendered]
 
 
+Lease = Union[ConcurrencyLease, AsyncConcurrencyLease]
+
+
 @dataclass(frozen=True)
 class Outcome:
     """The flow's answer for a request it limits: ``refusal`` set, refuse; else pass the request
-    on, adding ``headers``. ``decision`` is the limiter's (``None`` when Redis failed)."""
+    on, adding ``headers``. ``decision`` is the limiter's (``None`` when Redis failed).
+    ``lease``: the slot a concurrency rule holds for the request, to give back with
+    :meth:`RateLimitFlow.release` / :meth:`RateLimitFlow.release_async` when the response is
+    done (``None`` for rate limits)."""
 
     headers: Mapping[str, str]
     decision: Optional[Decision] = None
     refusal: Optional[Refusal] = None
+    lease: Optional[Lease] = None
 
     @property
     def status(self) -> Optional[int]:
@@ -419,13 +443,20 @@ class RateLimitFlow:
         step = self._start(request, rule)
         if not isinstance(step, _Pending):
             return step
+        limit = step.rule.limit
+        lease: Optional[ConcurrencyLease] = None
         try:
-            decision = limiter.check(
-                step.key, step.rule.limit, tokens=step.cost, name=step.rule.label
-            )
+            if isinstance(limit, Concurrency):
+                lease = ConcurrencyLease(
+                    _lease_limiter(limiter), step.key, limit.limit, limit.lease,
+                    tokens=step.cost, name=step.rule.label,
+                )
+                decision = lease.acquire()
+            else:
+                decision = limiter.check(step.key, limit, tokens=step.cost, name=step.rule.label)
         except FAILURES as exc:
             return self._failed(step, exc)
-        return self._decided(step, decision)
+        return self._decided(step, decision, lease)
 
     async def decide_async(
         self, limiter: AsyncLimiter, request: RequestInfo, rule: Optional[Rule] = None
@@ -434,13 +465,41 @@ class RateLimitFlow:
         step = self._start(request, rule)
         if not isinstance(step, _Pending):
             return step
+        limit = step.rule.limit
+        lease: Optional[AsyncConcurrencyLease] = None
         try:
-            decision = await limiter.check(
-                step.key, step.rule.limit, tokens=step.cost, name=step.rule.label
-            )
+            if isinstance(limit, Concurrency):
+                lease = AsyncConcurrencyLease(
+                    _async_lease_limiter(limiter), step.key, limit.limit, limit.lease,
+                    tokens=step.cost, name=step.rule.label,
+                )
+                decision = await lease.acquire()
+            else:
+                decision = await limiter.check(
+                    step.key, limit, tokens=step.cost, name=step.rule.label
+                )
         except FAILURES as exc:
             return self._failed(step, exc)
-        return self._decided(step, decision)
+        return self._decided(step, decision, lease)
+
+    def release(self, outcome: Optional[Outcome]) -> None:
+        """Gives back the slot ``outcome`` holds (a concurrency rule's), at most once; a failure
+        is logged (the slot then frees itself when its lease runs out), never raised."""
+        lease = outcome.lease if outcome is not None else None
+        if isinstance(lease, ConcurrencyLease):
+            try:
+                lease.release()
+            except Exception as exc:
+                lease._log_release_failure(exc)
+
+    async def release_async(self, outcome: Optional[Outcome]) -> None:
+        """:meth:`release` for an outcome of :meth:`decide_async`."""
+        lease = outcome.lease if outcome is not None else None
+        if isinstance(lease, AsyncConcurrencyLease):
+            try:
+                await lease.release()
+            except Exception as exc:
+                lease._log_release_failure(exc)
 
     # ---------------------------------------------------------------- its steps
     def plan(self, request: RequestInfo, rule: Optional[Rule] = None) -> Optional[_Pending]:
@@ -469,13 +528,19 @@ class RateLimitFlow:
             return self._without_redis(step, None)
         return step
 
-    def _decided(self, step: _Pending, decision: Decision) -> Outcome:
+    def _decided(self, step: _Pending, decision: Decision, lease: Optional[Lease] = None) -> Outcome:
         self.health.succeeded()
         decision = replace(decision, name=step.rule.label)
+        if isinstance(step.rule.limit, Concurrency) and decision.retry_after_ms > 1000:
+            # The earliest lease's expiry is only the latest a slot frees: any request that ends
+            # frees one sooner. Retry after 1 s, as the Node package's concurrencyLimit says.
+            decision = replace(decision, retry_after_ms=1000)
         headers = decision.headers(legacy=self.legacy_headers)
         if decision.allowed:
-            return Outcome(headers, decision)
-        self.cache.put(step.key, decision)
+            return Outcome(headers, decision, lease=lease)
+        if not isinstance(step.rule.limit, Concurrency):
+            # A concurrency refusal is not cached: a release frees a slot before its retry time.
+            self.cache.put(step.key, decision)
         return Outcome(headers, decision, Refusal(429, headers, step.rule.label, decision))
 
     def _failed(self, step: _Pending, exc: BaseException) -> Outcome:
@@ -509,6 +574,32 @@ class RateLimitFlow:
             return Outcome({})
         headers = {"Retry-After": "1"}
         return Outcome(headers, None, Refusal(503, headers, step.rule.label))
+
+
+_LEASE_METHODS = ("acquire", "renew", "release", "all")
+
+
+def check_lease_limiter(limiter: object, rules: Iterable[Rule]) -> None:
+    """``TypeError`` when a rule holds a concurrency limit and ``limiter`` has no lease
+    operations (``acquire``, ``renew``, ``release``, ``all``)."""
+    if any(isinstance(rule.limit, Concurrency) for rule in rules):
+        missing = [m for m in _LEASE_METHODS if not callable(getattr(limiter, m, None))]
+        if missing:
+            raise TypeError(
+                f"a Concurrency rule needs a limiter with {', '.join(_LEASE_METHODS)} "
+                f"(RateLimiter / AsyncRateLimiter); {type(limiter).__name__} lacks "
+                f"{', '.join(missing)}"
+            )
+
+
+def _lease_limiter(limiter: object) -> SyncLeaseLimiter:
+    check_lease_limiter(limiter, [Rule(Concurrency(1, 1))])
+    return limiter  # type: ignore[return-value]
+
+
+def _async_lease_limiter(limiter: object) -> AsyncLeaseLimiter:
+    check_lease_limiter(limiter, [Rule(Concurrency(1, 1))])
+    return limiter  # type: ignore[return-value]
 
 
 def _warn_unbounded(limiter: object) -> None:
@@ -570,6 +661,7 @@ class WSGIRateLimitMiddleware:
             recheck_after_s=recheck_after_s,
             recheck_max_s=recheck_max_s,
         )
+        check_lease_limiter(limiter, self.flow.rules)
         _warn_unbounded(limiter)
 
     @property
@@ -607,7 +699,36 @@ class WSGIRateLimitMiddleware:
         ) -> Any:
             return start_response(status, list(response_headers) + extra, exc_info)
 
-        return self.app(environ, start)
+        if outcome.lease is None:
+            return self.app(environ, start)
+        try:
+            app_body = self.app(environ, start)
+        except BaseException:
+            self.flow.release(outcome)
+            raise
+        return _ReleasingBody(app_body, lambda: self.flow.release(outcome))
+
+
+class _ReleasingBody:
+    """A WSGI body that gives the request's slot back when the server closes it (PEP 3333: after
+    the last chunk is sent, or when sending fails), after the app's own ``close``."""
+
+    def __init__(self, body: Iterable[bytes], release: Callable[[], None]) -> None:
+        self.body = body
+        self._release: Optional[Callable[[], None]] = release
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.body)
+
+    def close(self) -> None:
+        release, self._release = self._release, None
+        try:
+            close = getattr(self.body, "close", None)
+            if callable(close):
+                close()
+        finally:
+            if release is not None:
+                release()
 
 
 Scope = MutableMapping[str, Any]
@@ -652,6 +773,7 @@ class ASGIRateLimitMiddleware:
             recheck_after_s=recheck_after_s,
             recheck_max_s=recheck_max_s,
         )
+        check_lease_limiter(limiter, self.flow.rules)
         _warn_unbounded(limiter)
 
     @property
@@ -694,13 +816,23 @@ class ASGIRateLimitMiddleware:
             await send({"type": "http.response.body", "body": body})
             return
         extra = [(k.lower().encode(), v.encode()) for k, v in outcome.headers.items()]
+        held = outcome.lease is not None
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start" and extra:
                 message = dict(message, headers=list(message.get("headers") or []) + extra)
             await send(message)
+            if (held and message["type"] == "http.response.body"
+                    and not message.get("more_body", False)):
+                await self.flow.release_async(outcome)  # the body is done
 
-        await self.app(scope, receive, send_with_headers)
+        if not held:
+            await self.app(scope, receive, send_with_headers)
+            return
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            await self.flow.release_async(outcome)  # once: a no-op after the last body
 
     async def _app_handler(
         self, refusal: Refusal, scope: Scope, receive: Receive, send: Send

@@ -5,8 +5,8 @@ from typing import Optional
 
 from fastapi import FastAPI
 
-from redis_ratelimit import GCRA, AsyncRateLimiter, RateLimiter
-from redis_ratelimit.fastapi import RateLimit
+from redis_ratelimit import GCRA, AsyncRateLimiter, Concurrency, RateLimiter
+from redis_ratelimit.fastapi import ConcurrencyLimit, RateLimit
 from redis_ratelimit.middleware import (
     ASGIRateLimitMiddleware,
     RequestInfo,
@@ -38,3 +38,13 @@ got = sync_limiter.policy_get("p")
 if got is not None:
     soft: Optional[str] = got[1]["soft"]  # error: soft is an int
 RateLimiter("redis://localhost:6379")  # error: a URL is not a client (use from_url)
+sync_limiter.concurrency("k", limit="3", lease=30)  # error: limit is an int
+sync_limiter.concurrency("k", 3, 30, lease_id=7)  # error: a lease id is a str
+ConcurrencyLimit(sync_limiter, Concurrency(2, 30))  # error: a sync limiter under FastAPI
+
+
+async def misuse() -> None:
+    async with sync_limiter.concurrency("k", 3, 30):  # error: the sync lease has no async with
+        pass
+    with async_limiter.concurrency("k", 3, 30):  # error: the asyncio lease needs async with
+        pass
