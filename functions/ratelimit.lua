@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 2
+local VERSION = 3
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -287,12 +287,23 @@ local function now_option(a, i, syntax)
   return v
 end
 
+-- A call's options: one table, reset by every call (no call runs inside
+-- another), which spares a table per call. `own` holds a command's own
+-- option (ALIGN's word, BUCKETS' k, WITHLIMITS), false when not given.
+local O = { refund = false, n = 1, peek = false, block_us = false, now = false, now_ms = false, own = false }
+
+local function default_options(now)
+  local o = O
+  o.refund, o.n, o.peek, o.block_us, o.now, o.now_ms, o.own = false, 1, false, false, now or false, false, false
+  return o
+end
+
 -- The options after the parameters, from `from`: [TOKENS n | REFUND n]
--- [PEEK] [BLOCK duration] [NOW unix_µs]; `own(word, i)` answers how many
--- words a command's own option takes (nil: a syntax error).
--- Returns {refund, n, peek, block_us, now}.
+-- [PEEK] [BLOCK duration] [NOW unix_µs]; `own(word, i, a, o)` answers how
+-- many words a command's own option takes (nil: a syntax error).
+-- Returns {refund, n, peek, block_us, now, own}.
 local function options(a, from, own, syntax, now)
-  local o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+  local o = default_options(now)
   local op_seen, block_seen, now_seen = false, false, now ~= nil
   local i = from
   local count = #a
@@ -317,7 +328,7 @@ local function options(a, from, own, syntax, now)
       o.now = now_option(a, i + 1, syntax)
       i = i + 2
     else
-      local taken = own and own(W, i)
+      local taken = own and own(W, i, a, o)
       if not taken or taken < 1 then fail(syntax or E_SYNTAX) end
       i = i + taken
     end
@@ -327,11 +338,7 @@ end
 
 ---------------------------------------------------------------------------
 -- Decisions: {limited, limit, remaining, retry_after_us (false: none),
--- reset_after_us} (core/src/algorithm/mod.rs Decision).
-
-local function decision(limited, limit, remaining, retry, reset)
-  return { limited, limit, remaining, retry, reset }
-end
+-- reset_after_us} (core/src/algorithm/mod.rs Decision), built in place.
 
 -- A refund's answer: the limiter as a zero-cost take reads it.
 local function refunded(alg, lim, state, now)
@@ -399,24 +406,25 @@ end
 local function gcra_remaining(lim, ttl)
   local x = lim.tau - ttl
   if x <= 0 then return 0 end
-  return (floor_div(x, lim.t))
+  local t = lim.t
+  return (x - fmod(x, t)) / t
 end
 
 function GCRA.take(lim, tat, now, cost)
   if tat == nil or tat < now then tat = now end
   local ttl = tat - now
   if cost > lim.limit then
-    return decision(true, lim.limit, gcra_remaining(lim, ttl), false, ttl)
+    return { true, lim.limit, gcra_remaining(lim, ttl), false, ttl }
   end
   local inc = lim.t * cost
   local new_tat = tat + inc
   local new_ttl = new_tat - now
   if new_ttl > lim.tau then
-    return decision(true, lim.limit, gcra_remaining(lim, ttl), new_ttl - lim.tau, ttl)
+    return { true, lim.limit, gcra_remaining(lim, ttl), new_ttl - lim.tau, ttl }
   end
   local value
   if inc > 0 then value = dec(new_tat) end
-  return decision(false, lim.limit, gcra_remaining(lim, new_ttl), false, new_ttl), value, new_tat
+  return { false, lim.limit, gcra_remaining(lim, new_ttl), false, new_ttl }, value, new_tat
 end
 
 function GCRA.refund(lim, tat, now, tokens)
@@ -493,7 +501,7 @@ local function bucket_remaining(lim, dq, dr)
 end
 
 local function bucket_decision(lim, limited, dq, dr, retry)
-  return decision(limited, lim.capacity, bucket_remaining(lim, dq, dr), retry, dq + (dr > 0 and 1 or 0))
+  return { limited, lim.capacity, bucket_remaining(lim, dq, dr), retry, dq + (dr > 0 and 1 or 0) }
 end
 
 -- `n × p` units as (µs, remainder); nil when past 2^53 µs.
@@ -503,7 +511,7 @@ end
 
 local function bucket_state(lim, now, dq, dr)
   local full_at = now + dq
-  local value = dr == 0 and dec(full_at) or (dec(full_at) .. ':' .. dec(dr))
+  local value = dr == 0 and dec(full_at) or format('%d:%d', full_at, dr)
   return value, full_at + (dr > 0 and 1 or 0)
 end
 
@@ -618,24 +626,26 @@ local function fixed_counted(lim, s, now)
 end
 
 local function fixed_value(lim, start, count)
-  return (lim.first and 'F' or '') .. dec(start) .. ':' .. dec(count)
+  return format(lim.first and 'F%d:%d' or '%d:%d', start, count)
+end
+
+-- The decision with `c` counted in a window ending `to_end` from now.
+local function fixed_decision(lim, limited, c, retry, to_end)
+  local remaining = lim.limit - c
+  if remaining < 0 then remaining = 0 end
+  return { limited, lim.limit, remaining, retry, c > 0 and to_end or 0 }
 end
 
 function FIXEDWINDOW.take(lim, s, now, cost)
   local start, count = fixed_counted(lim, s, now)
   local finish = start + lim.w
   local to_end = finish - now
-  local function d(limited, c, retry)
-    local remaining = lim.limit - c
-    if remaining < 0 then remaining = 0 end
-    return decision(limited, lim.limit, remaining, retry, c > 0 and to_end or 0)
-  end
-  if cost > lim.limit then return d(true, count, false) end
+  if cost > lim.limit then return fixed_decision(lim, true, count, false, to_end) end
   local new_count = count + cost
-  if new_count > lim.limit then return d(true, count, to_end) end
+  if new_count > lim.limit then return fixed_decision(lim, true, count, to_end, to_end) end
   local value
   if cost > 0 then value = fixed_value(lim, start, new_count) end
-  return d(false, new_count, false), value, finish
+  return fixed_decision(lim, false, new_count, false, to_end), value, finish
 end
 
 function FIXEDWINDOW.refund(lim, s, now, tokens)
@@ -715,29 +725,27 @@ function SLIDINGWINDOW.take(lim, s, now, cost)
   local w, limit = lim.w, lim.limit
   local start, elapsed, previous, current, t = sliding_view(lim, s, now)
   local ahead = t - now
-  local function reset_after(cur)
-    if cur > 0 then return start + 2 * w - now end
-    if previous > 0 then return start + w - now end
-    return 0
-  end
   -- ⌈previous × (W − elapsed) / W⌉: the weighted previous count.
   local pq, pr = muldiv(previous, w - elapsed, 0, w)
   if pq == nil then fail(E_OVERFLOW) end
   local pc = pq + (pr > 0 and 1 or 0)
-  local function remaining(cur)
-    local x = limit - cur - pc
-    if x < 0 then return 0 end
-    return x
-  end
+  -- The reply's remaining and reset with `current` counted.
+  local remaining = limit - current - pc
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if current > 0 then reset = start + 2 * w - now elseif previous > 0 then reset = start + w - now end
   if cost > limit then
-    return decision(true, limit, remaining(current), false, reset_after(current))
+    return { true, limit, remaining, false, reset }
   end
   local headroom = limit - current - cost
   if pc <= headroom then
     local new_current = current + cost
     local value
-    if cost > 0 then value = dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current) end
-    return decision(false, limit, remaining(new_current), false, reset_after(new_current)), value, start + 2 * w
+    if cost > 0 then value = format('%d:%d:%d', start, previous, new_current) end
+    remaining = limit - new_current - pc
+    if remaining < 0 then remaining = 0 end
+    if new_current > 0 then reset = start + 2 * w - now end
+    return { false, limit, remaining, false, reset }, value, start + 2 * w
   end
   local retry
   if headroom >= 0 then
@@ -759,7 +767,7 @@ function SLIDINGWINDOW.take(lim, s, now, cost)
     end
     retry = (start + w - now) + e
   end
-  return decision(true, limit, remaining(current), retry, reset_after(current))
+  return { true, limit, remaining, retry, reset }
 end
 
 function SLIDINGWINDOW.refund(lim, s, now, tokens)
@@ -770,7 +778,7 @@ function SLIDINGWINDOW.refund(lim, s, now, tokens)
   if previous == 0 and new_current == 0 then return refunded(SLIDINGWINDOW, lim, nil, now), DELETE end
   local ns = { start, previous, new_current }
   return refunded(SLIDINGWINDOW, lim, ns, now),
-    dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current), start + 2 * lim.w
+    format('%d:%d:%d', start, previous, new_current), start + 2 * lim.w
 end
 
 ---------------------------------------------------------------------------
@@ -916,7 +924,7 @@ local function bucket_window_decision(lim, limited, counted, retry, empty_at, no
     reset = empty_at - now
     if reset < 0 then reset = 0 end
   end
-  return decision(limited, lim.limit, remaining, retry, reset)
+  return { limited, lim.limit, remaining, retry, reset }
 end
 
 function BUCKETWINDOW.take(lim, s, now, cost)
@@ -1062,7 +1070,7 @@ local function cell_decision(lim, cost, limited, ttl_us, ttl_ns, retry_us)
     if cost - 1 < remaining then remaining = cost - 1 end
     if remaining < 0 then remaining = 0 end
   end
-  return decision(limited, lim.limit, remaining, retry_us or false, ttl_us)
+  return { limited, lim.limit, remaining, retry_us or false, ttl_us }
 end
 
 function CELL.take(lim, tat, now, cost)
@@ -1081,7 +1089,7 @@ function CELL.take(lim, tat, now, cost)
   local value
   if ius > 0 or ins > 0 then
     if nus >= 1e14 then
-      value = dec(nus) .. format('%03d', nns)
+      value = format('%d%03d', nus, nns)
     else
       value = dec(nus + (nns > 0 and 1 or 0))
     end
@@ -1116,11 +1124,14 @@ local function blocked_decision(d, block_end, now)
   end
   local reset = d[5]
   if left > reset then reset = left end
-  return decision(true, d[2], 0, retry, reset)
+  return { true, d[2], 0, retry, reset }
 end
 
 local function ceil_ms(us)
-  return ceil_div(us, 1000)
+  local r = fmod(us, 1000)
+  local q = (us - r) / 1000
+  if r ~= 0 then q = q + 1 end
+  return q
 end
 
 -- Plans one string-state limiter: reads the key, decides at `at.now`.
@@ -1201,11 +1212,14 @@ local function plan_string(key, alg, lim, at)
   return d
 end
 
+-- `expire_ms` goes to redis.call as a number, which writes its digits
+-- (%.17g on Redis 6.2 and 7.0, ll2string from 7.2 and on Valkey: the same
+-- bytes for an integer below 2^53): cheaper than string.format.
 local function apply_string(key, value, expire_ms)
   if value == DELETE then
     rcall('DEL', key)
   else
-    rcall('SET', key, value, 'PXAT', dec(expire_ms))
+    rcall('SET', key, value, 'PXAT', expire_ms)
   end
 end
 
@@ -1308,7 +1322,7 @@ local function log_count_after(z, after, at_most, want)
   if at_most < 0 then at_most = 0 end
   local fetch = at_most + 1
   if want and want > fetch then fetch = want end
-  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(after), 'LIMIT', 0, fetch)
+  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', after, 'LIMIT', 0, fetch)
   z.stale = stale
   local n = #stale
   if n > at_most + 1 then n = at_most + 1 end
@@ -1367,13 +1381,13 @@ function SLIDINGLOG.take(lim, z, now, cost)
   if newest and live > 0 then reset = newest + lim.w - now end
   local remaining = lim.limit - live
   if remaining < 0 then remaining = 0 end
-  if cost > lim.limit then return decision(true, lim.limit, remaining, false, reset) end
+  if cost > lim.limit then return { true, lim.limit, remaining, false, reset } end
   if live + cost > lim.limit then
     local retry = reset
     local ts = log_nth_newest(z, lim.limit - cost)
     if ts then retry = ts + lim.w - now end
     if retry < 1 then retry = 1 end
-    return decision(true, lim.limit, remaining, retry, reset)
+    return { true, lim.limit, remaining, retry, reset }
   end
   local expire = t + lim.w
   local upd
@@ -1381,7 +1395,7 @@ function SLIDINGLOG.take(lim, z, now, cost)
     reset = expire - now
     upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
   end
-  return decision(false, lim.limit, lim.limit - live - cost, false, reset), upd
+  return { false, lim.limit, lim.limit - live - cost, false, reset }, upd
 end
 
 -- A refund: the decision, and (remove_newest, delete, expire_us).
@@ -1406,7 +1420,7 @@ function SLIDINGLOG.refund(lim, z, now, tokens)
     reset = expire - now
     if reset < 0 then reset = 0 end
   end
-  return decision(false, lim.limit, remaining, false, reset), remove, left == 0 and remove > 0, expire
+  return { false, lim.limit, remaining, false, reset }, remove, left == 0 and remove > 0, expire
 end
 
 function SLIDINGLOG.plan(key, lim, at)
@@ -1479,12 +1493,12 @@ function SLIDINGLOG.apply(key, w)
     if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
     local modulus = 2 * w.limit
     if modulus < 128 then modulus = 128 end
-    local at = dec(w.at)
+    local at = w.at
     local added, tries, next_member = 0, 0, w.next
     while added < w.count do
       if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
       tries = tries + 1
-      local member = dec(fmod(next_member, modulus))
+      local member = fmod(next_member, modulus)
       next_member = next_member + 1
       -- Usually free; one in use by an entry that left the window moves.
       if rcall('ZADD', key, 'NX', at, member) == 1 then
@@ -1499,7 +1513,7 @@ function SLIDINGLOG.apply(key, w)
     end
     rcall('PEXPIREAT', key, ceil_ms(w.expire))
   elseif w.log == 'block' then
-    rcall('ZADD', key, dec(w.block_end), 'B')
+    rcall('ZADD', key, w.block_end, 'B')
     local current = expire_time_ms(key)
     if current < 0 then current = 0 end
     local cap_ms = ceil_ms(w.cap)
@@ -1585,11 +1599,22 @@ end
 
 -- One limiter: plan, write unless PEEK (or a _ro twin), reply.
 local function run_one(key, lim, o, ro, secs)
-  if lim.alg == SLIDINGLOG then check_budget({ lim }, o.n) end
+  local alg = lim.alg
+  if alg == SLIDINGLOG then
+    local entries = log_entries(lim, o.n)
+    if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+  end
   if ro then o.peek = true end
   clock(o)
-  local d, write, expire_ms = plan_key(key, lim, o)
-  if write ~= nil and not o.peek then apply(key, lim, write, expire_ms) end
+  local d, write, expire_ms
+  if alg.plan then
+    d, write = alg.plan(key, lim, o)
+  else
+    d, write, expire_ms = plan_string(key, alg, lim, o)
+  end
+  if write ~= nil and not o.peek then
+    if alg.apply then alg.apply(key, write) else apply_string(key, write, expire_ms) end
+  end
   if secs then return reply_secs5(d) end
   return reply_ms(d)
 end
@@ -1617,11 +1642,8 @@ local function trailing_now(args)
   return count, nil
 end
 
-local function one_key(fname, keys)
-  if #keys ~= 1 then
-    fail('ERR ' .. fname .. ' takes exactly one key: FCALL ' .. fname .. ' 1 key …')
-  end
-  return keys[1]
+local function e_one_key(fname)
+  fail('ERR ' .. fname .. ' takes exactly one key: FCALL ' .. fname .. ' 1 key …')
 end
 
 -- Parsed limits by their parameter strings (a limit is a pure function of
@@ -1649,9 +1671,7 @@ end
 
 -- The options from args[from] on; none: the defaults.
 local function options_or_default(args, count, from, now, own, syntax)
-  if count < from then
-    return { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
-  end
+  if count < from then return default_options(now) end
   return options(args, from, own, syntax, now)
 end
 
@@ -1660,7 +1680,8 @@ end
 local function kind_command(fname, command, alg, params)
   local cached = limit_cache()
   return function(keys, args, ro)
-    local key = one_key(fname, keys)
+    local key = keys[1]
+    if #keys ~= 1 then e_one_key(fname) end
     local count, now = trailing_now(args)
     if count < params then wrong_arity(command) end
     local lim = cached(alg, args, params)
@@ -1685,26 +1706,28 @@ local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [B
 function DEFINE.rl_fixedwindow()
 need_fixed()
 local fixed_cached = limit_cache()
+-- ALIGN EPOCH | ALIGN FIRST, as o.own.
+local function align_option(W, i, a, o)
+  if W ~= 'ALIGN' or o.own then return nil end
+  local value = a[i + 1]
+  if value == nil then fail(FIXED_SYNTAX) end
+  if is_kw(value, 'EPOCH') then
+    o.own = 'EPOCH'
+  elseif is_kw(value, 'FIRST') then
+    o.own = 'FIRST'
+  else
+    fail(FIXED_SYNTAX)
+  end
+  return 2
+end
 return function(keys, args, ro)
-  local key = one_key('rl_fixedwindow', keys)
+  local key = keys[1]
+  if #keys ~= 1 then e_one_key('rl_fixedwindow') end
   local count, now = trailing_now(args)
   if count < 2 then wrong_arity('rl.fixedwindow') end
   local lim = fixed_cached(FIXEDWINDOW, args, 2)
-  local align
-  local o = options_or_default(args, count, 3, now, function(W, i)
-    if W ~= 'ALIGN' or align ~= nil then return nil end
-    local value = args[i + 1]
-    if value == nil then fail(FIXED_SYNTAX) end
-    if is_kw(value, 'EPOCH') then
-      align = 'EPOCH'
-    elseif is_kw(value, 'FIRST') then
-      align = 'FIRST'
-    else
-      fail(FIXED_SYNTAX)
-    end
-    return 2
-  end, FIXED_SYNTAX)
-  if align == 'FIRST' then
+  local o = options_or_default(args, count, 3, now, align_option, FIXED_SYNTAX)
+  if o.own == 'FIRST' then
     local first = lim.first_variant
     if not first then
       first = { limit = lim.limit, w = lim.w, first = true, alg = FIXEDWINDOW }
@@ -1721,19 +1744,21 @@ local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] 
 function DEFINE.rl_slidingwindow()
 need_sliding()
 local sliding_cached = limit_cache()
+-- BUCKETS k, as o.own.
+local function buckets_option(W, i, a, o)
+  if W ~= 'BUCKETS' or o.own or a[i + 1] == nil then return nil end
+  o.own = integer(a, i + 1, 'BUCKETS')
+  return 2
+end
 return function(keys, args, ro)
-  local key = one_key('rl_slidingwindow', keys)
+  local key = keys[1]
+  if #keys ~= 1 then e_one_key('rl_slidingwindow') end
   local count, now = trailing_now(args)
   if count < 2 then wrong_arity('rl.slidingwindow') end
   local lim = sliding_cached(SLIDINGWINDOW, args, 2)
-  local buckets
-  local o = options_or_default(args, count, 3, now, function(W, i)
-    if W ~= 'BUCKETS' or buckets ~= nil or args[i + 1] == nil then return nil end
-    buckets = integer(args, i + 1, 'BUCKETS')
-    return 2
-  end, SLIDING_SYNTAX)
-  if buckets ~= nil then
-    lim = bucket_window_new(integer(args, 1, 'limit'), seconds_as_us(args, 2, 'window'), buckets)
+  local o = options_or_default(args, count, 3, now, buckets_option, SLIDING_SYNTAX)
+  if o.own then
+    lim = bucket_window_new(integer(args, 1, 'limit'), seconds_as_us(args, 2, 'window'), o.own)
     return run_one(key, lim, o, ro)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
@@ -1746,9 +1771,10 @@ end
 function DEFINE.cl_throttle()
 need_cell()
 return function(keys, args, ro)
-  local key = one_key('cl_throttle', keys)
+  local key = keys[1]
+  if #keys ~= 1 then e_one_key('cl_throttle') end
   local count, now = trailing_now(args)
-  local o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+  local o = default_options(now)
   if count < 3 or count > 4 then wrong_arity('cl.throttle') end
   local max_burst = integer(args, 1, 'max_burst')
   local cpp = integer(args, 2, 'count_per_period')
@@ -1773,6 +1799,15 @@ local KINDS = {
   SLIDINGLOG = { need_slidinglog, 2 },
 }
 local OPTION_WORDS = { TOKENS = true, REFUND = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
+
+-- WITHLIMITS, as o.own.
+local function withlimits_option(W, i, a, o)
+  if W == 'WITHLIMITS' and not o.own then
+    o.own = true
+    return 1
+  end
+  return nil
+end
 
 -- The binding limit (core/src/algorithm/all.rs): when limited, the refusing
 -- limit with the longest retry (none counts as longest); when allowed, the
@@ -1839,14 +1874,8 @@ return function(keys, args, ro)
     local W = upper(a[at])
     if KINDS[W] or W == 'POLICY' then fail(E_LIMITCOUNT) end
   end
-  local with_limits = false
-  local o = options(a, at, function(W)
-    if W == 'WITHLIMITS' and not with_limits then
-      with_limits = true
-      return 1
-    end
-    return nil
-  end, nil, now)
+  local o = options(a, at, withlimits_option, nil, now)
+  local with_limits = o.own
   check_budget(lims, o.n)
   if ro then o.peek = true end
   clock(o)
