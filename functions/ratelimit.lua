@@ -15,14 +15,14 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 3
+local VERSION = 4
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
--- Inside it, each command (DEFINE) and each algorithm (need_*) is built by
+-- Inside it, each command (define) and each algorithm (need_*) is built by
 -- the first call that needs it: the library builds each once; the EVAL form
--- builds on every call, and only what the called function uses.
-local function build()
+-- builds on every call (`eval_form`), and only what the called function uses.
+local function build(eval_form)
 
 local byte, sub, find, upper, format = string.byte, string.sub, string.find, string.upper, string.format
 local floor, fmod = math.floor, math.fmod
@@ -356,7 +356,7 @@ local DELETE = 'del'
 -- builds only what the called function uses.
 
 local GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, BUCKETWINDOW, CELL, SLIDINGLOG
-local bucket_window_new, cell_new, reply_secs, log_entries, e_over_budget
+local bucket_window_new, cell_new, reply_secs5, log_entries, e_over_budget
 
 local function check_limit_and_window(limit, window_us)
   if limit < 1 then e_range('limit', '>= 1') end
@@ -1099,13 +1099,23 @@ end
 
 -- Seconds as redis-cell replies them: whole seconds, plus one for a
 -- non-zero millisecond part.
-function reply_secs(us)
+local function reply_secs(us)
   local r = fmod(us, 1000000)
   local secs = (us - r) / 1000000
   local ms = r / 1000
   if ms < 0 then ms = -floor(-ms) else ms = floor(ms) end
   if ms > 0 then secs = secs + 1 end
   return secs
+end
+
+-- The five integers in seconds (CL.THROTTLE).
+function reply_secs5(d)
+  local retry = -1
+  if d[4] then
+    retry = reply_secs(d[4])
+    if d[1] and retry < 1 then retry = 1 end
+  end
+  return { d[1] and 1 or 0, d[2], d[3], retry, reply_secs(d[5]) }
 end
 return CELL
 end
@@ -1562,41 +1572,6 @@ local function clock(o)
   end
 end
 
--- Plans one key: its decision and what to write (nil: nothing).
-local function plan_key(key, lim, o)
-  local alg = lim.alg
-  if alg.plan then return alg.plan(key, lim, o) end
-  return plan_string(key, alg, lim, o)
-end
-
-local function apply(key, lim, write, expire_ms)
-  if lim.alg.apply then
-    lim.alg.apply(key, write)
-  else
-    apply_string(key, write, expire_ms)
-  end
-end
-
--- The sliding-log entries a call may touch, against the module's
--- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
-local function check_budget(lims, n)
-  local entries = 0
-  for i = 1, #lims do
-    if lims[i].alg == SLIDINGLOG then entries = entries + log_entries(lims[i], n) end
-  end
-  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
-end
-
--- The five integers in seconds (CL.THROTTLE).
-local function reply_secs5(d)
-  local retry = -1
-  if d[4] then
-    retry = reply_secs(d[4])
-    if d[1] and retry < 1 then retry = 1 end
-  end
-  return { d[1] and 1 or 0, d[2], d[3], retry, reply_secs(d[5]) }
-end
-
 -- One limiter: plan, write unless PEEK (or a _ro twin), reply.
 local function run_one(key, lim, o, ro, secs)
   local alg = lim.alg
@@ -1649,6 +1624,14 @@ end
 -- Parsed limits by their parameter strings (a limit is a pure function of
 -- them): most callers use a few; bounded.
 local function limit_cache()
+  if eval_form then
+    -- A cache lives for one call there: none.
+    return function(alg, args)
+      local lim = alg.parse(args, 1)
+      lim.alg = alg
+      return lim
+    end
+  end
   local cache, size = {}, 0
   return function(alg, args, n)
     local p1, p2, p3 = args[1], args[2], args[3]
@@ -1690,20 +1673,21 @@ local function kind_command(fname, command, alg, params)
   end
 end
 
--- Each command is defined by DEFINE[fname]() on its first call (see `call`).
-local DEFINE = {}
-
-function DEFINE.rl_gcra() return kind_command('rl_gcra', 'rl.gcra', need_gcra(), 3) end
-function DEFINE.rl_tokenbucket() return kind_command('rl_tokenbucket', 'rl.tokenbucket', need_buckets(), 3) end
-function DEFINE.rl_leakybucket()
+-- define(fname): the command `fname` (nil: none), made on its first call
+-- (see `call`). One function rather than a table of them: the EVAL form
+-- builds it on every call.
+local function define(fname)
+if fname == 'rl_gcra' then return kind_command('rl_gcra', 'rl.gcra', need_gcra(), 3) end
+if fname == 'rl_tokenbucket' then return kind_command('rl_tokenbucket', 'rl.tokenbucket', need_buckets(), 3) end
+if fname == 'rl_leakybucket' then
   need_buckets()
   return kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
 end
-function DEFINE.rl_slidinglog() return kind_command('rl_slidinglog', 'rl.slidinglog', need_slidinglog(), 2) end
+if fname == 'rl_slidinglog' then return kind_command('rl_slidinglog', 'rl.slidinglog', need_slidinglog(), 2) end
 
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
 
-function DEFINE.rl_fixedwindow()
+if fname == 'rl_fixedwindow' then
 need_fixed()
 local fixed_cached = limit_cache()
 -- ALIGN EPOCH | ALIGN FIRST, as o.own.
@@ -1741,7 +1725,7 @@ end
 
 local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
 
-function DEFINE.rl_slidingwindow()
+if fname == 'rl_slidingwindow' then
 need_sliding()
 local sliding_cached = limit_cache()
 -- BUCKETS k, as o.own.
@@ -1768,7 +1752,7 @@ end
 
 -- CL.THROTTLE key max_burst count_per_period period [quantity], then the
 -- library's NOW unix_µs last (src/command/throttle.rs).
-function DEFINE.cl_throttle()
+if fname == 'cl_throttle' then
 need_cell()
 return function(keys, args, ro)
   local key = keys[1]
@@ -1789,7 +1773,32 @@ end
 -- [WITHLIMITS] (src/command/all.rs, src/command/decide/mod.rs all); FCALL's
 -- numkeys and keys stand for the command's.
 -- Each kind: what builds its algorithm (false: refused) and its parameter count.
-function DEFINE.rl_all()
+if fname == 'rl_all' then
+-- Plans one key: its decision and what to write (nil: nothing).
+local function plan_key(key, lim, o)
+  local alg = lim.alg
+  if alg.plan then return alg.plan(key, lim, o) end
+  return plan_string(key, alg, lim, o)
+end
+
+local function apply(key, lim, write, expire_ms)
+  if lim.alg.apply then
+    lim.alg.apply(key, write)
+  else
+    apply_string(key, write, expire_ms)
+  end
+end
+
+-- The sliding-log entries a call may touch, against the module's
+-- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
+local function check_budget(lims, n)
+  local entries = 0
+  for i = 1, #lims do
+    if lims[i].alg == SLIDINGLOG then entries = entries + log_entries(lims[i], n) end
+  end
+  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+end
+
 local KINDS = {
   GCRA = { need_gcra, 3 },
   TOKENBUCKET = { need_buckets, 3 },
@@ -1903,8 +1912,10 @@ return function(keys, args, ro)
 end
 end
 
-function DEFINE.rl_version()
+if fname == 'rl_version' then
   return function() return VERSION end
+end
+return nil
 end
 
 ---------------------------------------------------------------------------
@@ -1915,11 +1926,10 @@ local COMMANDS = {}
 local function call(fname, keys, args, ro)
   local command = COMMANDS[fname]
   if command == nil then
-    local define = DEFINE[fname]
-    if define == nil then
+    command = define(fname)
+    if command == nil then
       return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
     end
-    command = define()
     COMMANDS[fname] = command
   end
   local ok, result = pcall(command, keys, args, ro)
@@ -1965,7 +1975,7 @@ else
   -- The EVAL form: ARGV[1] names the function. Effects, never the script,
   -- replicate (Redis 6.2 needs asking; later servers only do that).
   if redis.replicate_commands then redis.replicate_commands() end
-  call = build()
+  call = build(true)
   local fname = ARGV[1]
   local ro = false
   if fname and string.sub(fname, -3) == '_ro' then
