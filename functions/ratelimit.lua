@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 4
+local VERSION = 5
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -1030,6 +1030,17 @@ function cell_new(max_burst, cpp, period_secs, raw_burst)
   return { t_us = t_us, t_ns = t_ns, limit = limit, tau_us = tau_us, tau_ns = tau_ns, alg = CELL }
 end
 
+-- max_burst count_per_period period at `at`; the quantity after them, if
+-- any, is checked between their parsing and their ranges, as the module
+-- does (the command reads it again: a parsed limit is cached).
+function CELL.parse(a, at)
+  local max_burst = integer(a, at, 'max_burst')
+  local cpp = integer(a, at + 1, 'count_per_period')
+  local period = integer_at_least(a, at + 2, 'period', 1, '>= 1 and <= 31622400 (366 days)')
+  if a[at + 3] ~= nil then integer_at_least(a, at + 3, 'quantity', 0, '>= 0') end
+  return cell_new(max_burst, cpp, period, a[at])
+end
+
 function CELL.decode(lim, inner)
   local n = #inner
   if n == 0 or n > 19 or find(inner, '%D') then return nil end
@@ -1622,24 +1633,26 @@ local function e_one_key(fname)
 end
 
 -- Parsed limits by their parameter strings (a limit is a pure function of
--- them): most callers use a few; bounded.
+-- them): most callers use a few; bounded. `(alg, a, n, at)`: alg's limit
+-- from its n parameters at a[at] (at: 1 when not given); one cache per alg.
 local function limit_cache()
   if eval_form then
     -- A cache lives for one call there: none.
-    return function(alg, args)
-      local lim = alg.parse(args, 1)
+    return function(alg, a, n, at)
+      local lim = alg.parse(a, at or 1)
       lim.alg = alg
       return lim
     end
   end
   local cache, size = {}, 0
-  return function(alg, args, n)
-    local p1, p2, p3 = args[1], args[2], args[3]
+  return function(alg, a, n, at)
+    at = at or 1
+    local p1, p2, p3 = a[at], a[at + 1], a[at + 2]
     local c1 = cache[p1]
     local c2 = c1 and c1[p2]
     local lim = c2 and c2[n == 3 and p3 or 1]
     if lim then return lim end
-    lim = alg.parse(args, 1)
+    lim = alg.parse(a, at)
     lim.alg = alg
     if size >= 256 then cache, size = {}, 0 end
     c1 = cache[p1]
@@ -1741,9 +1754,17 @@ return function(keys, args, ro)
   if count < 2 then wrong_arity('rl.slidingwindow') end
   local lim = sliding_cached(SLIDINGWINDOW, args, 2)
   local o = options_or_default(args, count, 3, now, buckets_option, SLIDING_SYNTAX)
-  if o.own then
-    lim = bucket_window_new(integer(args, 1, 'limit'), seconds_as_us(args, 2, 'window'), o.own)
-    return run_one(key, lim, o, ro)
+  local k = o.own
+  if k then
+    -- The limit with k sub-windows, kept beside the limit (valid k only).
+    local variants = lim.bucket_variants
+    local bucketed = variants and variants[k]
+    if not bucketed then
+      bucketed = bucket_window_new(lim.limit, lim.w, k)
+      if not variants then variants = {}; lim.bucket_variants = variants end
+      variants[k] = bucketed
+    end
+    return run_one(key, bucketed, o, ro)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
   return run_one(key, lim, o, ro)
@@ -1754,17 +1775,15 @@ end
 -- library's NOW unix_µs last (src/command/throttle.rs).
 if fname == 'cl_throttle' then
 need_cell()
+local cell_cached = limit_cache()
 return function(keys, args, ro)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('cl_throttle') end
   local count, now = trailing_now(args)
   local o = default_options(now)
   if count < 3 or count > 4 then wrong_arity('cl.throttle') end
-  local max_burst = integer(args, 1, 'max_burst')
-  local cpp = integer(args, 2, 'count_per_period')
-  local period = integer_at_least(args, 3, 'period', 1, '>= 1 and <= 31622400 (366 days)')
+  local lim = cell_cached(CELL, args, 3)
   if count == 4 then o.n = integer_at_least(args, 4, 'quantity', 0, '>= 0') end
-  local lim = cell_new(max_burst, cpp, period, args[1])
   return run_one(key, lim, o, ro, true)
 end
 end
@@ -1772,7 +1791,8 @@ end
 -- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
 -- [WITHLIMITS] (src/command/all.rs, src/command/decide/mod.rs all); FCALL's
 -- numkeys and keys stand for the command's.
--- Each kind: what builds its algorithm (false: refused) and its parameter count.
+-- Each kind: what builds its algorithm (false: refused), its parameter
+-- count and its limits' cache.
 if fname == 'rl_all' then
 -- Plans one key: its decision and what to write (nil: nothing).
 local function plan_key(key, lim, o)
@@ -1800,12 +1820,12 @@ local function check_budget(lims, n)
 end
 
 local KINDS = {
-  GCRA = { need_gcra, 3 },
-  TOKENBUCKET = { need_buckets, 3 },
+  GCRA = { need_gcra, 3, limit_cache() },
+  TOKENBUCKET = { need_buckets, 3, limit_cache() },
   LEAKYBUCKET = { false, 3 },
-  FIXEDWINDOW = { need_fixed, 2 },
-  SLIDINGWINDOW = { need_sliding, 2 },
-  SLIDINGLOG = { need_slidinglog, 2 },
+  FIXEDWINDOW = { need_fixed, 2, limit_cache() },
+  SLIDINGWINDOW = { need_sliding, 2, limit_cache() },
+  SLIDINGLOG = { need_slidinglog, 2, limit_cache() },
 }
 local OPTION_WORDS = { TOKENS = true, REFUND = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
 
@@ -1865,8 +1885,7 @@ return function(keys, args, ro)
     if kind then
       if not kind[1] then fail(E_LEAKY_IN_ALL) end
       local alg = kind[1]()
-      local lim = alg.parse(a, at + 1)
-      lim.alg = alg
+      local lim = kind[3](alg, a, kind[2], at + 1)
       if (lim.limit or 0) > MAX_EXACT then e_inexact('limit') end
       lims[i] = lim
       at = at + 1 + kind[2]
