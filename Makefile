@@ -137,7 +137,7 @@ compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0,
 # suite (module vs library, tests/differential.rs) is part of make test and make compat.
 REDIS_62 := $(CURDIR)/build/servers/redis-6.2/redis-server
 
-test-functions: build-debug ## The Functions library: the shared integration tests against it on Redis 7.0, Valkey 8.0 and Redis 8.0; its EVAL form through EVALSHA on Redis 6.2 (built by scripts/servers.sh redis-6.2). The differential suite runs in make test and make compat
+test-functions: build-debug ## The Functions library: its version (scripts/check-library-version.sh), the shared integration tests against it on Redis 7.0, Valkey 8.0, Redis 8.0 and Valkey 9.1; its EVAL form through EVALSHA on Redis 6.2 (built by scripts/servers.sh redis-6.2). The differential suite runs in make test and make compat
 	scripts/servers.sh >/dev/null
 	scripts/servers.sh redis-6.2 >/dev/null
 	scripts/check-library-version.sh
