@@ -139,9 +139,10 @@ compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0,
 # suite (module vs library, tests/differential.rs) is part of make test and make compat.
 REDIS_62 := $(CURDIR)/build/servers/redis-6.2/redis-server
 
-test-functions: build-debug ## The Functions library: the shared integration tests against it on Redis 7.0, Valkey 8.0 and Redis 8.0; its EVAL form through EVALSHA on Redis 6.2 (built by scripts/servers.sh redis-6.2). The differential suite runs in make test and make compat
+test-functions: build-debug ## The Functions library: its version (scripts/check-library-version.sh), the shared integration tests against it on Redis 7.0, Valkey 8.0, Redis 8.0 and Valkey 9.1; its EVAL form through EVALSHA on Redis 6.2 (built by scripts/servers.sh redis-6.2). The differential suite runs in make test and make compat
 	scripts/servers.sh >/dev/null
 	scripts/servers.sh redis-6.2 >/dev/null
+	scripts/check-library-version.sh
 	@failed=(); \
 	for server in $(COMPAT_SERVERS); do \
 	  echo "== test-functions: $$server: $$($$server --version 2>&1)"; \
@@ -162,12 +163,13 @@ test-memcheck: build-debug ## The fuzz test (reduced) against Redis 7.0 (MALLOC=
 	@scripts/setup.sh memcheck
 	scripts/memcheck.sh $(MODULE_DEBUG)
 
-lint: setup ## cargo fmt --check, cargo clippy -D warnings (the module, core/, rls/) and the layering (scripts/check-layers.sh)
+lint: setup ## cargo fmt --check, cargo clippy -D warnings (the module, core/, rls/), the layering (scripts/check-layers.sh) and the Functions library's version (scripts/check-library-version.sh)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy -p ratelimit-core --all-targets -- -D warnings
 	$(CARGO) clippy -p ratelimit-rls --all-targets -- -D warnings
 	scripts/check-layers.sh
+	scripts/check-library-version.sh
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

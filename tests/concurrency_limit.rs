@@ -544,6 +544,45 @@ fn tokens_blocks_and_the_key_expiry() {
     assert_eq!(members, ["1:b", "1:a"], "the ended block went");
 }
 
+/// Two `CONCURRENCY` limits of one `RL.ALL` with the same parameters each
+/// take their slots under their own lease id (the library caches parsed
+/// limits by their parameters: the lease belongs to the call, never to the
+/// cached limit), and a later call with the ids swapped meets neither.
+#[test]
+fn rl_all_keeps_each_lease_id_of_equal_concurrency_limits() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let all = |con: &mut redis::Connection, first: &str, second: &str| -> Vec<i64> {
+        let args = [
+            "RL.ALL",
+            "2",
+            "la",
+            "lb",
+            "CONCURRENCY",
+            "3",
+            "30",
+            "ACQUIRE",
+            first,
+            "CONCURRENCY",
+            "3",
+            "30",
+            "ACQUIRE",
+            second,
+        ];
+        query(con, &args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    };
+    let members = |con: &mut redis::Connection, key: &str| -> Vec<String> {
+        query(con, &["ZRANGE", key, "0", "-1"]).unwrap()
+    };
+    assert_eq!(all(&mut con, "x", "y")[..3], [0, 3, 2]);
+    assert_eq!(members(&mut con, "la"), ["1:x"]);
+    assert_eq!(members(&mut con, "lb"), ["1:y"]);
+    std::thread::sleep(Duration::from_millis(2));
+    assert_eq!(all(&mut con, "y", "x")[..3], [0, 3, 1]);
+    assert_eq!(members(&mut con, "la"), ["1:x", "1:y"]);
+    assert_eq!(members(&mut con, "lb"), ["1:y", "1:x"]);
+}
+
 /// The Functions library answers `rl_concurrency` (and a `CONCURRENCY`
 /// limit of `rl_all`) as the module answers `RL.CONCURRENCY`, and leaves
 /// the same members with the same scores and expiry: each step runs on a

@@ -7,7 +7,8 @@
 //! 6.2.14, `scripts/servers.sh redis-6.2`), by default the server under test.
 //! A client that knows only the script's SHA1 calls it with `EVALSHA` and,
 //! on `NOSCRIPT`, loads it with `SCRIPT LOAD` and calls again, as the client
-//! packages do. Random calls of every function (and the `_ro` twins, named
+//! packages do. Random calls of every function (`rl_concurrency` and
+//! `CONCURRENCY` in `rl_all` too; and the `_ro` twins, named
 //! `rl_x_ro` in the first argument) go to that server with `NOW`, and to a
 //! server with the module with `RL.DEBUGCLOCK` at the same instant: the
 //! replies, the stored values (`GET`, `ZRANGE … WITHSCORES`) and the absolute
@@ -120,8 +121,10 @@ fn random_call(rng: &mut Rng) -> (String, String, Vec<String>, Vec<String>) {
         ("RL.FIXEDWINDOW", "rl_fixedwindow", 2),
         ("RL.SLIDINGWINDOW", "rl_slidingwindow", 2),
         ("RL.SLIDINGLOG", "rl_slidinglog", 2),
+        ("RL.CONCURRENCY", "rl_concurrency", 2),
         ("RL.ALL", "rl_all", 0),
     ];
+    const LEASES: &[&str] = &["a", "b", "c"];
     let (command, function, params) = kinds[rng.below(kinds.len())];
     let mut args = Vec::new();
     let keys;
@@ -131,7 +134,7 @@ fn random_call(rng: &mut Rng) -> (String, String, Vec<String>, Vec<String>) {
             .map(|i| format!("e:all:{}:{i}", rng.below(3)))
             .collect();
         for _ in 0..n {
-            match rng.below(5) {
+            match rng.below(6) {
                 0 => args.extend(["GCRA", rng.pick(COUNTS), rng.pick(COUNTS), rng.pick(SECS)]),
                 1 => args.extend([
                     "TOKENBUCKET",
@@ -141,6 +144,13 @@ fn random_call(rng: &mut Rng) -> (String, String, Vec<String>, Vec<String>) {
                 ]),
                 2 => args.extend(["FIXEDWINDOW", rng.pick(COUNTS), rng.pick(SECS)]),
                 3 => args.extend(["SLIDINGWINDOW", rng.pick(COUNTS), rng.pick(SECS)]),
+                4 => args.extend([
+                    "CONCURRENCY",
+                    rng.pick(COUNTS),
+                    rng.pick(SECS),
+                    "ACQUIRE",
+                    rng.pick(LEASES),
+                ]),
                 _ => args.extend(["SLIDINGLOG", rng.pick(COUNTS), rng.pick(SECS)]),
             }
         }
@@ -155,6 +165,29 @@ fn random_call(rng: &mut Rng) -> (String, String, Vec<String>, Vec<String>) {
                 rng.pick(COUNTS)
             });
         }
+    }
+    if command == "RL.CONCURRENCY" {
+        // ACQUIRE id [TOKENS n] [PEEK] [BLOCK d] | RENEW id [PEEK] |
+        // RELEASE id [PEEK]; now and then an option the operation refuses.
+        let op = rng.pick(&["ACQUIRE", "ACQUIRE", "RENEW", "RELEASE"]);
+        args.extend([op, rng.pick(LEASES)]);
+        if op == "ACQUIRE" {
+            if rng.below(4) == 0 {
+                args.extend(["TOKENS", rng.pick(COUNTS)]);
+            }
+            if rng.below(8) == 0 {
+                args.push("BLOCK");
+                args.push(rng.pick(SECS));
+            }
+        }
+        if rng.below(8) == 0 {
+            args.push("PEEK");
+        }
+        if rng.below(20) == 0 {
+            args.push(rng.pick(&["BOGUS", "REFUND"]));
+        }
+        let args = args.into_iter().map(String::from).collect();
+        return (command.into(), function.into(), keys, args);
     }
     let mut args: Vec<String> = args.into_iter().map(String::from).collect();
     if command == "CL.THROTTLE" {

@@ -15,11 +15,14 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 2
+local VERSION = 6
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
-local function build()
+-- Inside it, each command (define) and each algorithm (need_*) is built by
+-- the first call that needs it: the library builds each once; the EVAL form
+-- builds on every call (`eval_form`), and only what the called function uses.
+local function build(eval_form)
 
 local byte, sub, find, upper, format = string.byte, string.sub, string.find, string.upper, string.format
 local floor, fmod = math.floor, math.fmod
@@ -94,6 +97,13 @@ end
 local function e_inexact(name)
   fail('ERR ' .. name .. ' must be <= 9007199254740991 (2^53 - 1) in the Functions library, the largest integer it computes exactly')
 end
+
+-- The rest is built inside a function of its own: a closure made there gets
+-- the names above from that function's upvalues (a copy each), where a name
+-- of the same function costs a walk over every local captured so far (Lua
+-- 5.1's open upvalues). The EVAL form builds on every call: this makes its
+-- call ~15% cheaper.
+return (function()
 
 ---------------------------------------------------------------------------
 -- Numbers
@@ -286,12 +296,23 @@ local function now_option(a, i, syntax)
   return v
 end
 
+-- A call's options: one table, reset by every call (no call runs inside
+-- another), which spares a table per call. `own` holds a command's own
+-- option (ALIGN's word, BUCKETS' k, WITHLIMITS), false when not given.
+local O = { refund = false, n = 1, peek = false, block_us = false, now = false, now_ms = false, own = false }
+
+local function default_options(now)
+  local o = O
+  o.refund, o.n, o.peek, o.block_us, o.now, o.now_ms, o.own = false, 1, false, false, now or false, false, false
+  return o
+end
+
 -- The options after the parameters, from `from`: [TOKENS n | REFUND n]
--- [PEEK] [BLOCK duration] [NOW unix_µs]; `own(word, i)` answers how many
--- words a command's own option takes (nil: a syntax error).
--- Returns {refund, n, peek, block_us, now}.
+-- [PEEK] [BLOCK duration] [NOW unix_µs]; `own(word, i, a, o)` answers how
+-- many words a command's own option takes (nil: a syntax error).
+-- Returns {refund, n, peek, block_us, now, own}.
 local function options(a, from, own, syntax, now)
-  local o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+  local o = default_options(now)
   local op_seen, block_seen, now_seen = false, false, now ~= nil
   local i = from
   local count = #a
@@ -316,7 +337,7 @@ local function options(a, from, own, syntax, now)
       o.now = now_option(a, i + 1, syntax)
       i = i + 2
     else
-      local taken = own and own(W, i)
+      local taken = own and own(W, i, a, o)
       if not taken or taken < 1 then fail(syntax or E_SYNTAX) end
       i = i + taken
     end
@@ -326,11 +347,7 @@ end
 
 ---------------------------------------------------------------------------
 -- Decisions: {limited, limit, remaining, retry_after_us (false: none),
--- reset_after_us} (core/src/algorithm/mod.rs Decision).
-
-local function decision(limited, limit, remaining, retry, reset)
-  return { limited, limit, remaining, retry, reset }
-end
+-- reset_after_us} (core/src/algorithm/mod.rs Decision), built in place.
 
 -- A refund's answer: the limiter as a zero-cost take reads it.
 local function refunded(alg, lim, state, now)
@@ -343,9 +360,24 @@ end
 local DELETE = 'del'
 
 ---------------------------------------------------------------------------
+-- The algorithms: each built by its need_* (which returns it) on the first
+-- call that needs it, so that the EVAL form, which builds on every call,
+-- builds only what the called function uses.
+
+local GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, BUCKETWINDOW, CELL, SLIDINGLOG, CONCURRENCY
+local bucket_window_new, cell_new, reply_secs5, log_entries, e_over_budget, score_us, apply_log_block
+
+local function check_limit_and_window(limit, window_us)
+  if limit < 1 then e_range('limit', '>= 1') end
+  if window_us < 1 or window_us > MAX_PERIOD_US then e_period('window') end
+end
+
+---------------------------------------------------------------------------
 -- GCRA (core/src/algorithm/gcra.rs). State: the TAT in µs, decimal.
 
-local GCRA = { command = 'RL.GCRA' }
+local function need_gcra()
+if GCRA then return GCRA end
+GCRA = { command = 'RL.GCRA' }
 
 local function gcra_new(max_burst, tpp, period_us, raw_burst, names)
   if max_burst < 0 then e_range(names[1], '>= 0') end
@@ -383,24 +415,25 @@ end
 local function gcra_remaining(lim, ttl)
   local x = lim.tau - ttl
   if x <= 0 then return 0 end
-  return (floor_div(x, lim.t))
+  local t = lim.t
+  return (x - fmod(x, t)) / t
 end
 
 function GCRA.take(lim, tat, now, cost)
   if tat == nil or tat < now then tat = now end
   local ttl = tat - now
   if cost > lim.limit then
-    return decision(true, lim.limit, gcra_remaining(lim, ttl), false, ttl)
+    return { true, lim.limit, gcra_remaining(lim, ttl), false, ttl }
   end
   local inc = lim.t * cost
   local new_tat = tat + inc
   local new_ttl = new_tat - now
   if new_ttl > lim.tau then
-    return decision(true, lim.limit, gcra_remaining(lim, ttl), new_ttl - lim.tau, ttl)
+    return { true, lim.limit, gcra_remaining(lim, ttl), new_ttl - lim.tau, ttl }
   end
   local value
   if inc > 0 then value = dec(new_tat) end
-  return decision(false, lim.limit, gcra_remaining(lim, new_ttl), false, new_ttl), value, new_tat
+  return { false, lim.limit, gcra_remaining(lim, new_ttl), false, new_ttl }, value, new_tat
 end
 
 function GCRA.refund(lim, tat, now, tokens)
@@ -410,13 +443,17 @@ function GCRA.refund(lim, tat, now, tokens)
   if new_tat <= now then return refunded(GCRA, lim, nil, now), DELETE end
   return refunded(GCRA, lim, new_tat, now), dec(new_tat), new_tat
 end
+return GCRA
+end
 
 ---------------------------------------------------------------------------
 -- Token bucket (core/src/algorithm/token_bucket.rs). State: when the bucket
 -- is full again, `full_at_us[:remainder]`, remainder in 1/refill_tokens µs.
 -- Deficits ("units" of 1/r µs) are kept as pairs (whole µs, remainder < r).
 
-local TOKENBUCKET = { command = 'RL.TOKENBUCKET' }
+local function need_buckets()
+if TOKENBUCKET then return TOKENBUCKET end
+TOKENBUCKET = { command = 'RL.TOKENBUCKET' }
 
 local function bucket_new(capacity, r, p, names)
   if capacity < 1 then e_range('capacity', '>= 1') end
@@ -473,7 +510,7 @@ local function bucket_remaining(lim, dq, dr)
 end
 
 local function bucket_decision(lim, limited, dq, dr, retry)
-  return decision(limited, lim.capacity, bucket_remaining(lim, dq, dr), retry, dq + (dr > 0 and 1 or 0))
+  return { limited, lim.capacity, bucket_remaining(lim, dq, dr), retry, dq + (dr > 0 and 1 or 0) }
 end
 
 -- `n × p` units as (µs, remainder); nil when past 2^53 µs.
@@ -483,7 +520,7 @@ end
 
 local function bucket_state(lim, now, dq, dr)
   local full_at = now + dq
-  local value = dr == 0 and dec(full_at) or (dec(full_at) .. ':' .. dec(dr))
+  local value = dr == 0 and dec(full_at) or format('%d:%d', full_at, dr)
   return value, full_at + (dr > 0 and 1 or 0)
 end
 
@@ -528,7 +565,7 @@ end
 -- Leaky bucket (core/src/algorithm/leaky_bucket.rs): the token bucket's
 -- arithmetic and state; an accepted request's retry_after is its wait.
 
-local LEAKYBUCKET = { command = 'RL.LEAKYBUCKET', decode = TOKENBUCKET.decode, latest = TOKENBUCKET.latest }
+LEAKYBUCKET = { command = 'RL.LEAKYBUCKET', decode = TOKENBUCKET.decode, latest = TOKENBUCKET.latest }
 
 function LEAKYBUCKET.parse(a, at)
   local capacity = integer(a, at, 'capacity')
@@ -547,17 +584,16 @@ function LEAKYBUCKET.take(lim, f, now, cost)
 end
 
 LEAKYBUCKET.refund = TOKENBUCKET.refund
+return TOKENBUCKET
+end
 
 ---------------------------------------------------------------------------
 -- Fixed window (core/src/algorithm/fixed_window.rs). State:
 -- `[F]<window_start_us>:<count>`.
 
-local FIXEDWINDOW = { command = 'RL.FIXEDWINDOW' }
-
-local function check_limit_and_window(limit, window_us)
-  if limit < 1 then e_range('limit', '>= 1') end
-  if window_us < 1 or window_us > MAX_PERIOD_US then e_period('window') end
-end
+local function need_fixed()
+if FIXEDWINDOW then return FIXEDWINDOW end
+FIXEDWINDOW = { command = 'RL.FIXEDWINDOW' }
 
 function FIXEDWINDOW.parse(a, at)
   local limit = integer(a, at, 'limit')
@@ -599,24 +635,26 @@ local function fixed_counted(lim, s, now)
 end
 
 local function fixed_value(lim, start, count)
-  return (lim.first and 'F' or '') .. dec(start) .. ':' .. dec(count)
+  return format(lim.first and 'F%d:%d' or '%d:%d', start, count)
+end
+
+-- The decision with `c` counted in a window ending `to_end` from now.
+local function fixed_decision(lim, limited, c, retry, to_end)
+  local remaining = lim.limit - c
+  if remaining < 0 then remaining = 0 end
+  return { limited, lim.limit, remaining, retry, c > 0 and to_end or 0 }
 end
 
 function FIXEDWINDOW.take(lim, s, now, cost)
   local start, count = fixed_counted(lim, s, now)
   local finish = start + lim.w
   local to_end = finish - now
-  local function d(limited, c, retry)
-    local remaining = lim.limit - c
-    if remaining < 0 then remaining = 0 end
-    return decision(limited, lim.limit, remaining, retry, c > 0 and to_end or 0)
-  end
-  if cost > lim.limit then return d(true, count, false) end
+  if cost > lim.limit then return fixed_decision(lim, true, count, false, to_end) end
   local new_count = count + cost
-  if new_count > lim.limit then return d(true, count, to_end) end
+  if new_count > lim.limit then return fixed_decision(lim, true, count, to_end, to_end) end
   local value
   if cost > 0 then value = fixed_value(lim, start, new_count) end
-  return d(false, new_count, false), value, finish
+  return fixed_decision(lim, false, new_count, false, to_end), value, finish
 end
 
 function FIXEDWINDOW.refund(lim, s, now, tokens)
@@ -629,13 +667,17 @@ function FIXEDWINDOW.refund(lim, s, now, tokens)
   local ns = { s[1], new_count, s[3] }
   return refunded(FIXEDWINDOW, lim, ns, now), fixed_value(lim, s[1], new_count), s[1] + lim.w
 end
+return FIXEDWINDOW
+end
 
 ---------------------------------------------------------------------------
 -- Sliding window counter (core/src/algorithm/sliding_window.rs). State:
 -- `<window_start_us>:<previous>:<current>`.
 
 -- Its keys expire within two windows: 732 days at most.
-local SLIDINGWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
+local function need_sliding()
+if SLIDINGWINDOW then return SLIDINGWINDOW end
+SLIDINGWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
 
 function SLIDINGWINDOW.parse(a, at)
   local limit = integer(a, at, 'limit')
@@ -692,29 +734,27 @@ function SLIDINGWINDOW.take(lim, s, now, cost)
   local w, limit = lim.w, lim.limit
   local start, elapsed, previous, current, t = sliding_view(lim, s, now)
   local ahead = t - now
-  local function reset_after(cur)
-    if cur > 0 then return start + 2 * w - now end
-    if previous > 0 then return start + w - now end
-    return 0
-  end
   -- ⌈previous × (W − elapsed) / W⌉: the weighted previous count.
   local pq, pr = muldiv(previous, w - elapsed, 0, w)
   if pq == nil then fail(E_OVERFLOW) end
   local pc = pq + (pr > 0 and 1 or 0)
-  local function remaining(cur)
-    local x = limit - cur - pc
-    if x < 0 then return 0 end
-    return x
-  end
+  -- The reply's remaining and reset with `current` counted.
+  local remaining = limit - current - pc
+  if remaining < 0 then remaining = 0 end
+  local reset = 0
+  if current > 0 then reset = start + 2 * w - now elseif previous > 0 then reset = start + w - now end
   if cost > limit then
-    return decision(true, limit, remaining(current), false, reset_after(current))
+    return { true, limit, remaining, false, reset }
   end
   local headroom = limit - current - cost
   if pc <= headroom then
     local new_current = current + cost
     local value
-    if cost > 0 then value = dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current) end
-    return decision(false, limit, remaining(new_current), false, reset_after(new_current)), value, start + 2 * w
+    if cost > 0 then value = format('%d:%d:%d', start, previous, new_current) end
+    remaining = limit - new_current - pc
+    if remaining < 0 then remaining = 0 end
+    if new_current > 0 then reset = start + 2 * w - now end
+    return { false, limit, remaining, false, reset }, value, start + 2 * w
   end
   local retry
   if headroom >= 0 then
@@ -736,7 +776,7 @@ function SLIDINGWINDOW.take(lim, s, now, cost)
     end
     retry = (start + w - now) + e
   end
-  return decision(true, limit, remaining(current), retry, reset_after(current))
+  return { true, limit, remaining, retry, reset }
 end
 
 function SLIDINGWINDOW.refund(lim, s, now, tokens)
@@ -747,7 +787,7 @@ function SLIDINGWINDOW.refund(lim, s, now, tokens)
   if previous == 0 and new_current == 0 then return refunded(SLIDINGWINDOW, lim, nil, now), DELETE end
   local ns = { start, previous, new_current }
   return refunded(SLIDINGWINDOW, lim, ns, now),
-    dec(start) .. ':' .. dec(previous) .. ':' .. dec(new_current), start + 2 * lim.w
+    format('%d:%d:%d', start, previous, new_current), start + 2 * lim.w
 end
 
 ---------------------------------------------------------------------------
@@ -756,10 +796,10 @@ end
 -- newest sub-window's index (zig-zag) as LEB128 varints, then the counts as
 -- little-endian u32, newest first.
 
-local BUCKETWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
+BUCKETWINDOW = { command = 'RL.SLIDINGWINDOW', horizon = 2 * MAX_PERIOD_US }
 local char = string.char
 
-local function bucket_window_new(limit, window_us, k)
+function bucket_window_new(limit, window_us, k)
   check_limit_and_window(limit, window_us)
   if limit > 4294967295 then e_range('limit', '<= 4294967295 with BUCKETS') end
   if k < 2 or k > 60 then e_range('BUCKETS', '>= 2 and <= 60') end
@@ -893,7 +933,7 @@ local function bucket_window_decision(lim, limited, counted, retry, empty_at, no
     reset = empty_at - now
     if reset < 0 then reset = 0 end
   end
-  return decision(limited, lim.limit, remaining, retry, reset)
+  return { limited, lim.limit, remaining, retry, reset }
 end
 
 function BUCKETWINDOW.take(lim, s, now, cost)
@@ -945,6 +985,8 @@ function BUCKETWINDOW.refund(lim, s, now, tokens)
   if value == nil then return d, DELETE end
   return d, value, bucket_empty_at(lim, current, view)
 end
+return SLIDINGWINDOW
+end
 
 ---------------------------------------------------------------------------
 -- CL.THROTTLE (core/src/algorithm/cell.rs): redis-cell's GCRA in
@@ -952,7 +994,9 @@ end
 -- 0 <= ns < 1000, exact where a ns count passes 2^53. State: the TAT in ns
 -- (decimal), or below 10^17 a TAT in µs.
 
-local CELL = { command = 'CL.THROTTLE' }
+local function need_cell()
+if CELL then return CELL end
+CELL = { command = 'CL.THROTTLE' }
 
 local function pair_sub(aus, ans, bus, bns)
   local us, ns = aus - bus, ans - bns
@@ -971,7 +1015,7 @@ local function pair_gt(aus, ans, bus, bns)
   return aus > bus or (aus == bus and ans > bns)
 end
 
-local function cell_new(max_burst, cpp, period_secs, raw_burst)
+function cell_new(max_burst, cpp, period_secs, raw_burst)
   if max_burst < 0 then e_range('max_burst', '>= 0') end
   if cpp < 1 then e_range('count_per_period', '>= 1') end
   if period_secs < 1 then e_period('period') end
@@ -993,6 +1037,17 @@ local function cell_new(max_burst, cpp, period_secs, raw_burst)
   if tau_us > 9e16 or (tau_us == 9e16 and tau_ns > 0) then fail(E_OVERFLOW) end
   if tau_us > MAX_PERIOD_US or (tau_us == MAX_PERIOD_US and tau_ns > 0) then fail(E_REFILL) end
   return { t_us = t_us, t_ns = t_ns, limit = limit, tau_us = tau_us, tau_ns = tau_ns, alg = CELL }
+end
+
+-- max_burst count_per_period period at `at`; the quantity after them, if
+-- any, is checked between their parsing and their ranges, as the module
+-- does (the command reads it again: a parsed limit is cached).
+function CELL.parse(a, at)
+  local max_burst = integer(a, at, 'max_burst')
+  local cpp = integer(a, at + 1, 'count_per_period')
+  local period = integer_at_least(a, at + 2, 'period', 1, '>= 1 and <= 31622400 (366 days)')
+  if a[at + 3] ~= nil then integer_at_least(a, at + 3, 'quantity', 0, '>= 0') end
+  return cell_new(max_burst, cpp, period, a[at])
 end
 
 function CELL.decode(lim, inner)
@@ -1035,7 +1090,7 @@ local function cell_decision(lim, cost, limited, ttl_us, ttl_ns, retry_us)
     if cost - 1 < remaining then remaining = cost - 1 end
     if remaining < 0 then remaining = 0 end
   end
-  return decision(limited, lim.limit, remaining, retry_us or false, ttl_us)
+  return { limited, lim.limit, remaining, retry_us or false, ttl_us }
 end
 
 function CELL.take(lim, tat, now, cost)
@@ -1054,7 +1109,7 @@ function CELL.take(lim, tat, now, cost)
   local value
   if ius > 0 or ins > 0 then
     if nus >= 1e14 then
-      value = dec(nus) .. format('%03d', nns)
+      value = format('%d%03d', nus, nns)
     else
       value = dec(nus + (nns > 0 and 1 or 0))
     end
@@ -1073,6 +1128,18 @@ local function reply_secs(us)
   return secs
 end
 
+-- The five integers in seconds (CL.THROTTLE).
+function reply_secs5(d)
+  local retry = -1
+  if d[4] then
+    retry = reply_secs(d[4])
+    if d[1] and retry < 1 then retry = 1 end
+  end
+  return { d[1] and 1 or 0, d[2], d[3], retry, reply_secs(d[5]) }
+end
+return CELL
+end
+
 ---------------------------------------------------------------------------
 -- Storage of string states (src/command/decide/storage.rs) with their block
 -- (core/src/algorithm/block.rs: `B<blocked_until_us>;` + the state).
@@ -1087,11 +1154,14 @@ local function blocked_decision(d, block_end, now)
   end
   local reset = d[5]
   if left > reset then reset = left end
-  return decision(true, d[2], 0, retry, reset)
+  return { true, d[2], 0, retry, reset }
 end
 
 local function ceil_ms(us)
-  return ceil_div(us, 1000)
+  local r = fmod(us, 1000)
+  local q = (us - r) / 1000
+  if r ~= 0 then q = q + 1 end
+  return q
 end
 
 -- Plans one string-state limiter: reads the key, decides at `at.now`.
@@ -1172,11 +1242,14 @@ local function plan_string(key, alg, lim, at)
   return d
 end
 
+-- `expire_ms` goes to redis.call as a number, which writes its digits
+-- (%.17g on Redis 6.2 and 7.0, ll2string from 7.2 and on Valkey: the same
+-- bytes for an integer below 2^53): cheaper than string.format.
 local function apply_string(key, value, expire_ms)
   if value == DELETE then
     rcall('DEL', key)
   else
-    rcall('SET', key, value, 'PXAT', dec(expire_ms))
+    rcall('SET', key, value, 'PXAT', expire_ms)
   end
 end
 
@@ -1186,18 +1259,59 @@ end
 -- small integers below max(2 × limit, 128); a block is the member "B"
 -- scored by its end.
 
-local SLIDINGLOG = { command = 'RL.SLIDINGLOG' }
+-- What the sliding log and the concurrency limit share (both sorted sets
+-- under one call budget, with a block "B"): built by need_sorted_sets, once
+-- for either.
+local function need_sorted_sets()
+if score_us then return end
 
-local function e_over_budget(entries)
+function e_over_budget(entries)
   fail('ERR this call may touch ' .. dec(entries) .. ' sliding-log entries (limit + TOKENS of each SLIDINGLOG), more than the module\'s sliding-log-call-budget of ' .. dec(SLIDING_LOG_CALL_BUDGET) .. '; use fewer or smaller SLIDINGLOG limits, or RL.SLIDINGWINDOW')
 end
 
 -- The entries a call of `tokens` may touch: limit + min(tokens, limit).
-local function log_entries(lim, tokens)
+function log_entries(lim, tokens)
   if tokens > lim.limit then return lim.limit + lim.limit end
   if tokens < 0 then return lim.limit end
   return lim.limit + tokens
 end
+
+-- A score as the module reads it (`as i64`: toward zero).
+function score_us(score)
+  if score < 0 then return -floor(-score) end
+  return floor(score)
+end
+
+-- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the server's clock
+-- (PTTL counts from it, not from the caller's NOW) (ms; -1 for none).
+local function expire_time_ms(key)
+  local ms = rpcall('PEXPIRETIME', key)
+  if type(ms) ~= 'number' then
+    local ttl = rcall('PTTL', key)
+    local t = rcall('TIME')
+    ms = ttl >= 0 and (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl) or -1
+  end
+  return ms
+end
+
+-- A block's write {block_end, cap}: the member B scored by its end; the
+-- key's expiry kept, capped at the horizon, and at least the block's end.
+function apply_log_block(key, w)
+  rcall('ZADD', key, w.block_end, 'B')
+  local current = expire_time_ms(key)
+  if current < 0 then current = 0 end
+  local cap_ms = ceil_ms(w.cap)
+  if current > cap_ms then current = cap_ms end
+  local ms = ceil_ms(w.block_end)
+  if current > ms then ms = current end
+  rcall('PEXPIREAT', key, ms)
+end
+end
+
+local function need_slidinglog()
+if SLIDINGLOG then return SLIDINGLOG end
+need_sorted_sets()
+SLIDINGLOG = { command = 'RL.SLIDINGLOG' }
 
 function SLIDINGLOG.parse(a, at)
   local limit = integer(a, at, 'limit')
@@ -1213,12 +1327,6 @@ function SLIDINGLOG.parse(a, at)
   local entries = log_entries(lim, 1)
   if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
   return lim
-end
-
--- A score as the module reads it (`as i64`: toward zero).
-local function score_us(score)
-  if score < 0 then return -floor(-score) end
-  return floor(score)
 end
 
 -- The log of `key`: nil for no key, else {newest, newest_member,
@@ -1279,7 +1387,7 @@ local function log_count_after(z, after, at_most, want)
   if at_most < 0 then at_most = 0 end
   local fetch = at_most + 1
   if want and want > fetch then fetch = want end
-  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(after), 'LIMIT', 0, fetch)
+  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', after, 'LIMIT', 0, fetch)
   z.stale = stale
   local n = #stale
   if n > at_most + 1 then n = at_most + 1 end
@@ -1338,13 +1446,13 @@ function SLIDINGLOG.take(lim, z, now, cost)
   if newest and live > 0 then reset = newest + lim.w - now end
   local remaining = lim.limit - live
   if remaining < 0 then remaining = 0 end
-  if cost > lim.limit then return decision(true, lim.limit, remaining, false, reset) end
+  if cost > lim.limit then return { true, lim.limit, remaining, false, reset } end
   if live + cost > lim.limit then
     local retry = reset
     local ts = log_nth_newest(z, lim.limit - cost)
     if ts then retry = ts + lim.w - now end
     if retry < 1 then retry = 1 end
-    return decision(true, lim.limit, remaining, retry, reset)
+    return { true, lim.limit, remaining, retry, reset }
   end
   local expire = t + lim.w
   local upd
@@ -1352,7 +1460,7 @@ function SLIDINGLOG.take(lim, z, now, cost)
     reset = expire - now
     upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
   end
-  return decision(false, lim.limit, lim.limit - live - cost, false, reset), upd
+  return { false, lim.limit, lim.limit - live - cost, false, reset }, upd
 end
 
 -- A refund: the decision, and (remove_newest, delete, expire_us).
@@ -1377,7 +1485,7 @@ function SLIDINGLOG.refund(lim, z, now, tokens)
     reset = expire - now
     if reset < 0 then reset = 0 end
   end
-  return decision(false, lim.limit, remaining, false, reset), remove, left == 0 and remove > 0, expire
+  return { false, lim.limit, remaining, false, reset }, remove, left == 0 and remove > 0, expire
 end
 
 function SLIDINGLOG.plan(key, lim, at)
@@ -1432,30 +1540,18 @@ function SLIDINGLOG.plan(key, lim, at)
   return d, write
 end
 
--- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the server's clock
--- (PTTL counts from it, not from the caller's NOW) (ms; -1 for none).
-local function expire_time_ms(key)
-  local ms = rpcall('PEXPIRETIME', key)
-  if type(ms) ~= 'number' then
-    local ttl = rcall('PTTL', key)
-    local t = rcall('TIME')
-    ms = ttl >= 0 and (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl) or -1
-  end
-  return ms
-end
-
 function SLIDINGLOG.apply(key, w)
   if w.log == 'take' then
     local removed = w.stale
     if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
     local modulus = 2 * w.limit
     if modulus < 128 then modulus = 128 end
-    local at = dec(w.at)
+    local at = w.at
     local added, tries, next_member = 0, 0, w.next
     while added < w.count do
       if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
       tries = tries + 1
-      local member = dec(fmod(next_member, modulus))
+      local member = fmod(next_member, modulus)
       next_member = next_member + 1
       -- Usually free; one in use by an entry that left the window moves.
       if rcall('ZADD', key, 'NX', at, member) == 1 then
@@ -1470,14 +1566,7 @@ function SLIDINGLOG.apply(key, w)
     end
     rcall('PEXPIREAT', key, ceil_ms(w.expire))
   elseif w.log == 'block' then
-    rcall('ZADD', key, dec(w.block_end), 'B')
-    local current = expire_time_ms(key)
-    if current < 0 then current = 0 end
-    local cap_ms = ceil_ms(w.cap)
-    if current > cap_ms then current = cap_ms end
-    local ms = ceil_ms(w.block_end)
-    if current > ms then ms = current end
-    rcall('PEXPIREAT', key, ms)
+    apply_log_block(key, w)
   elseif w.delete then
     -- A log may be long: freed lazily, as the module does.
     rcall('UNLINK', key)
@@ -1491,7 +1580,8 @@ function SLIDINGLOG.apply(key, w)
     rcall('PEXPIREAT', key, ceil_ms(w.expire))
   end
 end
-
+return SLIDINGLOG
+end
 
 ---------------------------------------------------------------------------
 -- Concurrency limit with leases (core/src/algorithm/concurrency.rs,
@@ -1499,7 +1589,10 @@ end
 -- with one entry per slot held, scored by its lease's expiry in µs; slot k
 -- of the lease `id` is the member "<k>:<id>"; a block is the member "B".
 
-local CONCURRENCY = { command = 'RL.CONCURRENCY' }
+local function need_concurrency()
+if CONCURRENCY then return CONCURRENCY end
+need_sorted_sets()
+CONCURRENCY = { command = 'RL.CONCURRENCY' }
 
 function CONCURRENCY.parse(a, at)
   local limit = integer(a, at, 'limit')
@@ -1513,14 +1606,14 @@ function CONCURRENCY.parse(a, at)
 end
 
 -- The operation a word names (any case), or nil.
-local function lease_op(word)
+function CONCURRENCY.op(word)
   if word == nil then return nil end
   local W = upper(word)
   if W == 'ACQUIRE' or W == 'RENEW' or W == 'RELEASE' then return W end
   return nil
 end
 
-local function check_lease_id(id)
+function CONCURRENCY.check_id(id)
   if id == nil then fail(E_LEASE_OP) end
   if #id < 1 or #id > CONCURRENCY_MAX_ID_LENGTH then
     fail('ERR lease id must be 1 to ' .. dec(CONCURRENCY_MAX_ID_LENGTH) .. ' bytes (the module\'s concurrency-max-id-length)')
@@ -1664,6 +1757,26 @@ local function lease_nth_newest_other(z, k)
   end
 end
 
+-- A refusal: `live` slots counted, the reset `reset_now` from now.
+local function lease_refuse(lim, live, retry, reset_now)
+  local remaining = lim.limit - live
+  if remaining < 0 then remaining = 0 end
+  return { true, lim.limit, remaining, retry, reset_now }
+end
+
+-- An acquisition or renewal of `slots` beside `others` live slots of other
+-- leases, the newest of them expiring at `newest_other`: the decision and
+-- the update.
+local function lease_take(lim, now, others, newest_other, slots)
+  local expires = now + lim.lease_us
+  local last = expires
+  if newest_other and newest_other > last then last = newest_other end
+  local remaining = lim.limit - others - slots
+  if remaining < 0 then remaining = 0 end
+  return { false, lim.limit, remaining, false, last - now },
+    { slots = slots, expires = expires, expire_at = last, remove_at_most = slots + EXPIRED_REMOVED_PER_CALL }
+end
+
 -- The decision of `op` for the lease, and the update (nil: nothing).
 function CONCURRENCY.decide(lim, z, now, op, n)
   local held = z and z.held
@@ -1681,38 +1794,24 @@ function CONCURRENCY.decide(lim, z, now, op, n)
   local latest = newest_other
   if own_live > 0 and (latest == nil or held.expires > latest) then latest = held.expires end
   local reset_now = latest and latest - now or 0
-  local function refuse(retry)
-    local remaining = lim.limit - live
-    if remaining < 0 then remaining = 0 end
-    return decision(true, lim.limit, remaining, retry, reset_now)
-  end
-  local function take(slots)
-    local expires = now + lim.lease_us
-    local last = expires
-    if newest_other and newest_other > last then last = newest_other end
-    local remaining = lim.limit - others - slots
-    if remaining < 0 then remaining = 0 end
-    return decision(false, lim.limit, remaining, false, last - now),
-      { slots = slots, expires = expires, expire_at = last, remove_at_most = slots + EXPIRED_REMOVED_PER_CALL }
-  end
   if op == 'ACQUIRE' then
     if n < 1 then n = 1 end
-    if n > lim.limit then return refuse(false) end
+    if n > lim.limit then return lease_refuse(lim, live, false, reset_now) end
     if others + n > lim.limit then
       local retry = reset_now
       local t = lease_nth_newest_other(z, lim.limit - n)
       if t then retry = t - now end
       if retry < 1 then retry = 1 end
-      return refuse(retry)
+      return lease_refuse(lim, live, retry, reset_now)
     end
-    return take(n)
+    return lease_take(lim, now, others, newest_other, n)
   elseif op == 'RENEW' then
-    if held and own_live > 0 then return take(held.slots) end
-    return refuse(false)
+    if held and own_live > 0 then return lease_take(lim, now, others, newest_other, held.slots) end
+    return lease_refuse(lim, live, false, reset_now)
   end
   local remaining = lim.limit - others
   if remaining < 0 then remaining = 0 end
-  local d = decision(false, lim.limit, remaining, false, newest_other and newest_other - now or 0)
+  local d = { false, lim.limit, remaining, false, newest_other and newest_other - now or 0 }
   if not held then return d end
   return d, { slots = 0, expires = now, expire_at = newest_other, remove_at_most = EXPIRED_REMOVED_PER_CALL }
 end
@@ -1734,7 +1833,7 @@ function CONCURRENCY.plan(key, lim, at)
         local new_until = now + at.block_us
         if in_force and in_force > new_until then new_until = in_force end
         d = blocked_decision(d, new_until, now)
-        write = { log = 'block', block_end = new_until, now_ms = at.now_ms, cap = cap }
+        write = { block_end = new_until, cap = cap }
       end
       return d, write
     end
@@ -1765,7 +1864,7 @@ function CONCURRENCY.plan(key, lim, at)
 end
 
 function CONCURRENCY.apply(key, w)
-  if not w.lease then return SLIDINGLOG.apply(key, w) end
+  if not w.lease then return apply_log_block(key, w) end
   if w.delete then
     rcall('UNLINK', key)
     return
@@ -1780,6 +1879,8 @@ function CONCURRENCY.apply(key, w)
     rcall('ZADD', key, unpack(args))
   end
   rcall('PEXPIREAT', key, w.expire_ms)
+end
+return CONCURRENCY
 end
 
 ---------------------------------------------------------------------------
@@ -1807,49 +1908,24 @@ local function clock(o)
   end
 end
 
--- Plans one key: its decision and what to write (nil: nothing).
-local function plan_key(key, lim, o)
-  local alg = lim.alg
-  if alg.plan then return alg.plan(key, lim, o) end
-  return plan_string(key, alg, lim, o)
-end
-
-local function apply(key, lim, write, expire_ms)
-  if lim.alg.apply then
-    lim.alg.apply(key, write)
-  else
-    apply_string(key, write, expire_ms)
-  end
-end
-
--- The sliding-log entries a call may touch, against the module's
--- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
-local function check_budget(lims, n)
-  local entries = 0
-  for i = 1, #lims do
-    local alg = lims[i].alg
-    if alg == SLIDINGLOG or alg == CONCURRENCY then entries = entries + log_entries(lims[i], n) end
-  end
-  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
-end
-
--- The five integers in seconds (CL.THROTTLE).
-local function reply_secs5(d)
-  local retry = -1
-  if d[4] then
-    retry = reply_secs(d[4])
-    if d[1] and retry < 1 then retry = 1 end
-  end
-  return { d[1] and 1 or 0, d[2], d[3], retry, reply_secs(d[5]) }
-end
-
 -- One limiter: plan, write unless PEEK (or a _ro twin), reply.
 local function run_one(key, lim, o, ro, secs)
-  if lim.alg == SLIDINGLOG or lim.alg == CONCURRENCY then check_budget({ lim }, o.n) end
+  local alg = lim.alg
+  if alg == SLIDINGLOG or alg == CONCURRENCY then
+    local entries = log_entries(lim, o.n)
+    if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+  end
   if ro then o.peek = true end
   clock(o)
-  local d, write, expire_ms = plan_key(key, lim, o)
-  if write ~= nil and not o.peek then apply(key, lim, write, expire_ms) end
+  local d, write, expire_ms
+  if alg.plan then
+    d, write = alg.plan(key, lim, o)
+  else
+    d, write, expire_ms = plan_string(key, alg, lim, o)
+  end
+  if write ~= nil and not o.peek then
+    if alg.apply then alg.apply(key, write) else apply_string(key, write, expire_ms) end
+  end
   if secs then return reply_secs5(d) end
   return reply_ms(d)
 end
@@ -1877,24 +1953,31 @@ local function trailing_now(args)
   return count, nil
 end
 
-local function one_key(fname, keys)
-  if #keys ~= 1 then
-    fail('ERR ' .. fname .. ' takes exactly one key: FCALL ' .. fname .. ' 1 key …')
-  end
-  return keys[1]
+local function e_one_key(fname)
+  fail('ERR ' .. fname .. ' takes exactly one key: FCALL ' .. fname .. ' 1 key …')
 end
 
 -- Parsed limits by their parameter strings (a limit is a pure function of
--- them): most callers use a few; bounded.
+-- them): most callers use a few; bounded. `(alg, a, n, at)`: alg's limit
+-- from its n parameters at a[at] (at: 1 when not given); one cache per alg.
 local function limit_cache()
+  if eval_form then
+    -- A cache lives for one call there: none.
+    return function(alg, a, n, at)
+      local lim = alg.parse(a, at or 1)
+      lim.alg = alg
+      return lim
+    end
+  end
   local cache, size = {}, 0
-  return function(alg, args, n)
-    local p1, p2, p3 = args[1], args[2], args[3]
+  return function(alg, a, n, at)
+    at = at or 1
+    local p1, p2, p3 = a[at], a[at + 1], a[at + 2]
     local c1 = cache[p1]
     local c2 = c1 and c1[p2]
     local lim = c2 and c2[n == 3 and p3 or 1]
     if lim then return lim end
-    lim = alg.parse(args, 1)
+    lim = alg.parse(a, at)
     lim.alg = alg
     if size >= 256 then cache, size = {}, 0 end
     c1 = cache[p1]
@@ -1909,9 +1992,7 @@ end
 
 -- The options from args[from] on; none: the defaults.
 local function options_or_default(args, count, from, now, own, syntax)
-  if count < from then
-    return { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
-  end
+  if count < from then return default_options(now) end
   return options(args, from, own, syntax, now)
 end
 
@@ -1920,7 +2001,8 @@ end
 local function kind_command(fname, command, alg, params)
   local cached = limit_cache()
   return function(keys, args, ro)
-    local key = one_key(fname, keys)
+    local key = keys[1]
+    if #keys ~= 1 then e_one_key(fname) end
     local count, now = trailing_now(args)
     if count < params then wrong_arity(command) end
     local lim = cached(alg, args, params)
@@ -1929,37 +2011,45 @@ local function kind_command(fname, command, alg, params)
   end
 end
 
-local COMMANDS = {}
-
-COMMANDS.rl_gcra = kind_command('rl_gcra', 'rl.gcra', GCRA, 3)
-COMMANDS.rl_tokenbucket = kind_command('rl_tokenbucket', 'rl.tokenbucket', TOKENBUCKET, 3)
-COMMANDS.rl_leakybucket = kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
-COMMANDS.rl_slidinglog = kind_command('rl_slidinglog', 'rl.slidinglog', SLIDINGLOG, 2)
+-- define(fname): the command `fname` (nil: none), made on its first call
+-- (see `call`). One function rather than a table of them: the EVAL form
+-- builds it on every call.
+local function define(fname)
+if fname == 'rl_gcra' then return kind_command('rl_gcra', 'rl.gcra', need_gcra(), 3) end
+if fname == 'rl_tokenbucket' then return kind_command('rl_tokenbucket', 'rl.tokenbucket', need_buckets(), 3) end
+if fname == 'rl_leakybucket' then
+  need_buckets()
+  return kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
+end
+if fname == 'rl_slidinglog' then return kind_command('rl_slidinglog', 'rl.slidinglog', need_slidinglog(), 2) end
 
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
 
+if fname == 'rl_fixedwindow' then
+need_fixed()
 local fixed_cached = limit_cache()
-
-COMMANDS.rl_fixedwindow = function(keys, args, ro)
-  local key = one_key('rl_fixedwindow', keys)
+-- ALIGN EPOCH | ALIGN FIRST, as o.own.
+local function align_option(W, i, a, o)
+  if W ~= 'ALIGN' or o.own then return nil end
+  local value = a[i + 1]
+  if value == nil then fail(FIXED_SYNTAX) end
+  if is_kw(value, 'EPOCH') then
+    o.own = 'EPOCH'
+  elseif is_kw(value, 'FIRST') then
+    o.own = 'FIRST'
+  else
+    fail(FIXED_SYNTAX)
+  end
+  return 2
+end
+return function(keys, args, ro)
+  local key = keys[1]
+  if #keys ~= 1 then e_one_key('rl_fixedwindow') end
   local count, now = trailing_now(args)
   if count < 2 then wrong_arity('rl.fixedwindow') end
   local lim = fixed_cached(FIXEDWINDOW, args, 2)
-  local align
-  local o = options_or_default(args, count, 3, now, function(W, i)
-    if W ~= 'ALIGN' or align ~= nil then return nil end
-    local value = args[i + 1]
-    if value == nil then fail(FIXED_SYNTAX) end
-    if is_kw(value, 'EPOCH') then
-      align = 'EPOCH'
-    elseif is_kw(value, 'FIRST') then
-      align = 'FIRST'
-    else
-      fail(FIXED_SYNTAX)
-    end
-    return 2
-  end, FIXED_SYNTAX)
-  if align == 'FIRST' then
+  local o = options_or_default(args, count, 3, now, align_option, FIXED_SYNTAX)
+  if o.own == 'FIRST' then
     local first = lim.first_variant
     if not first then
       first = { limit = lim.limit, w = lim.w, first = true, alg = FIXEDWINDOW }
@@ -1969,36 +2059,52 @@ COMMANDS.rl_fixedwindow = function(keys, args, ro)
   end
   return run_one(key, lim, o, ro)
 end
+end
 
 local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
 
+if fname == 'rl_slidingwindow' then
+need_sliding()
 local sliding_cached = limit_cache()
-
-COMMANDS.rl_slidingwindow = function(keys, args, ro)
-  local key = one_key('rl_slidingwindow', keys)
+-- BUCKETS k, as o.own.
+local function buckets_option(W, i, a, o)
+  if W ~= 'BUCKETS' or o.own or a[i + 1] == nil then return nil end
+  o.own = integer(a, i + 1, 'BUCKETS')
+  return 2
+end
+return function(keys, args, ro)
+  local key = keys[1]
+  if #keys ~= 1 then e_one_key('rl_slidingwindow') end
   local count, now = trailing_now(args)
   if count < 2 then wrong_arity('rl.slidingwindow') end
   local lim = sliding_cached(SLIDINGWINDOW, args, 2)
-  local buckets
-  local o = options_or_default(args, count, 3, now, function(W, i)
-    if W ~= 'BUCKETS' or buckets ~= nil or args[i + 1] == nil then return nil end
-    buckets = integer(args, i + 1, 'BUCKETS')
-    return 2
-  end, SLIDING_SYNTAX)
-  if buckets ~= nil then
-    lim = bucket_window_new(integer(args, 1, 'limit'), seconds_as_us(args, 2, 'window'), buckets)
-    return run_one(key, lim, o, ro)
+  local o = options_or_default(args, count, 3, now, buckets_option, SLIDING_SYNTAX)
+  local k = o.own
+  if k then
+    -- The limit with k sub-windows, kept beside the limit (valid k only).
+    local variants = lim.bucket_variants
+    local bucketed = variants and variants[k]
+    if not bucketed then
+      bucketed = bucket_window_new(lim.limit, lim.w, k)
+      if not variants then variants = {}; lim.bucket_variants = variants end
+      variants[k] = bucketed
+    end
+    return run_one(key, bucketed, o, ro)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
   return run_one(key, lim, o, ro)
 end
+end
 
 -- RL.CONCURRENCY key limit lease ACQUIRE id [TOKENS n] [PEEK] [BLOCK d] |
 -- RENEW id [PEEK] | RELEASE id [PEEK] (src/command/concurrency.rs).
+if fname == 'rl_concurrency' then
+need_concurrency()
 local concurrency_cached = limit_cache()
-
-COMMANDS.rl_concurrency = function(keys, args, ro)
-  local key = one_key('rl_concurrency', keys)
+local lease_op, check_lease_id = CONCURRENCY.op, CONCURRENCY.check_id
+return function(keys, args, ro)
+  local key = keys[1]
+  if #keys ~= 1 then e_one_key('rl_concurrency') end
   local count, now = trailing_now(args)
   if count < 4 then wrong_arity('rl.concurrency') end
   local base = concurrency_cached(CONCURRENCY, args, 2)
@@ -2012,7 +2118,7 @@ COMMANDS.rl_concurrency = function(keys, args, ro)
     if o.refund then fail(E_LEASE_SYNTAX) end
   else
     -- Only PEEK (and the library's NOW), each at most once.
-    o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+    o = default_options(now)
     local i, now_seen = 5, now ~= nil
     while i <= count do
       local W = upper(args[i])
@@ -2028,38 +2134,80 @@ COMMANDS.rl_concurrency = function(keys, args, ro)
       end
     end
   end
+  -- The call's own limit: the cached one holds no lease.
   local lim = { alg = CONCURRENCY, limit = base.limit, lease_us = base.lease_us, op = op, id = id }
   return run_one(key, lim, o, ro)
+end
 end
 
 -- CL.THROTTLE key max_burst count_per_period period [quantity], then the
 -- library's NOW unix_µs last (src/command/throttle.rs).
-COMMANDS.cl_throttle = function(keys, args, ro)
-  local key = one_key('cl_throttle', keys)
+if fname == 'cl_throttle' then
+need_cell()
+local cell_cached = limit_cache()
+return function(keys, args, ro)
+  local key = keys[1]
+  if #keys ~= 1 then e_one_key('cl_throttle') end
   local count, now = trailing_now(args)
-  local o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+  local o = default_options(now)
   if count < 3 or count > 4 then wrong_arity('cl.throttle') end
-  local max_burst = integer(args, 1, 'max_burst')
-  local cpp = integer(args, 2, 'count_per_period')
-  local period = integer_at_least(args, 3, 'period', 1, '>= 1 and <= 31622400 (366 days)')
+  local lim = cell_cached(CELL, args, 3)
   if count == 4 then o.n = integer_at_least(args, 4, 'quantity', 0, '>= 0') end
-  local lim = cell_new(max_burst, cpp, period, args[1])
   return run_one(key, lim, o, ro, true)
+end
 end
 
 -- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
 -- [WITHLIMITS] (src/command/all.rs, src/command/decide/mod.rs all); FCALL's
 -- numkeys and keys stand for the command's.
+-- Each kind: what builds its algorithm (false: refused), its parameter
+-- count and its limits' cache.
+if fname == 'rl_all' then
+-- Plans one key: its decision and what to write (nil: nothing).
+local function plan_key(key, lim, o)
+  local alg = lim.alg
+  if alg.plan then return alg.plan(key, lim, o) end
+  return plan_string(key, alg, lim, o)
+end
+
+local function apply(key, lim, write, expire_ms)
+  if lim.alg.apply then
+    lim.alg.apply(key, write)
+  else
+    apply_string(key, write, expire_ms)
+  end
+end
+
+-- The sliding-log entries a call may touch, against the module's
+-- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
+local function check_budget(lims, n)
+  local entries = 0
+  for i = 1, #lims do
+    local alg = lims[i].alg
+    if alg == SLIDINGLOG or alg == CONCURRENCY then entries = entries + log_entries(lims[i], n) end
+  end
+  if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+end
+
 local KINDS = {
-  GCRA = { GCRA, 3 },
-  TOKENBUCKET = { TOKENBUCKET, 3 },
-  LEAKYBUCKET = { LEAKYBUCKET, 3 },
-  FIXEDWINDOW = { FIXEDWINDOW, 2 },
-  SLIDINGWINDOW = { SLIDINGWINDOW, 2 },
-  SLIDINGLOG = { SLIDINGLOG, 2 },
-  CONCURRENCY = { CONCURRENCY, 2 },
+  GCRA = { need_gcra, 3, limit_cache() },
+  TOKENBUCKET = { need_buckets, 3, limit_cache() },
+  LEAKYBUCKET = { false, 3 },
+  FIXEDWINDOW = { need_fixed, 2, limit_cache() },
+  SLIDINGWINDOW = { need_sliding, 2, limit_cache() },
+  SLIDINGLOG = { need_slidinglog, 2, limit_cache() },
+  CONCURRENCY = { need_concurrency, 2, limit_cache() },
 }
 local OPTION_WORDS = { TOKENS = true, REFUND = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
+
+-- WITHLIMITS, as o.own.
+local function withlimits_option(W, i, a, o)
+  if W == 'WITHLIMITS' and not o.own then
+    o.own = true
+    return 1
+  end
+  return nil
+end
 
 -- The binding limit (core/src/algorithm/all.rs): when limited, the refusing
 -- limit with the longest retry (none counts as longest); when allowed, the
@@ -2085,7 +2233,7 @@ local function binding(ds)
   return best, b
 end
 
-COMMANDS.rl_all = function(keys, args, ro)
+return function(keys, args, ro)
   local n = #keys
   local nargs, now = trailing_now(args)
   local a = { dec(n) }
@@ -2107,17 +2255,18 @@ COMMANDS.rl_all = function(keys, args, ro)
     local W = upper(a[at])
     local kind = KINDS[W]
     if kind then
-      if kind[1] == LEAKYBUCKET then fail(E_LEAKY_IN_ALL) end
-      local lim = kind[1].parse(a, at + 1)
-      lim.alg = kind[1]
+      if not kind[1] then fail(E_LEAKY_IN_ALL) end
+      local alg = kind[1]()
+      local lim = kind[3](alg, a, kind[2], at + 1)
       if (lim.limit or 0) > MAX_EXACT then e_inexact('limit') end
       lims[i] = lim
       at = at + 1 + kind[2]
-      if kind[1] == CONCURRENCY then
-        -- ACQUIRE id (src/command/all.rs acquire).
-        if lease_op(a[at]) ~= 'ACQUIRE' or a[at + 1] == nil then fail(E_ALL_LEASE) end
-        check_lease_id(a[at + 1])
-        lim.op, lim.id = 'ACQUIRE', a[at + 1]
+      if alg == CONCURRENCY then
+        -- ACQUIRE id (src/command/all.rs acquire), in a limit of the
+        -- call's own (the cached one holds no lease).
+        if alg.op(a[at]) ~= 'ACQUIRE' or a[at + 1] == nil then fail(E_ALL_LEASE) end
+        alg.check_id(a[at + 1])
+        lims[i] = { alg = alg, limit = lim.limit, lease_us = lim.lease_us, op = 'ACQUIRE', id = a[at + 1] }
         at = at + 2
         concurrency = true
       end
@@ -2134,14 +2283,8 @@ COMMANDS.rl_all = function(keys, args, ro)
     local W = upper(a[at])
     if KINDS[W] or W == 'POLICY' then fail(E_LIMITCOUNT) end
   end
-  local with_limits = false
-  local o = options(a, at, function(W)
-    if W == 'WITHLIMITS' and not with_limits then
-      with_limits = true
-      return 1
-    end
-    return nil
-  end, nil, now)
+  local o = options(a, at, withlimits_option, nil, now)
+  local with_limits = o.own
   if concurrency and o.refund then fail(E_REFUND_CONCURRENCY) end
   check_budget(lims, o.n)
   if ro then o.peek = true end
@@ -2168,18 +2311,27 @@ COMMANDS.rl_all = function(keys, args, ro)
   end
   return reply
 end
+end
 
-COMMANDS.rl_version = function()
-  return VERSION
+if fname == 'rl_version' then
+  return function() return VERSION end
+end
+return nil
 end
 
 ---------------------------------------------------------------------------
 -- Entry points
 
+local COMMANDS = {}
+
 local function call(fname, keys, args, ro)
   local command = COMMANDS[fname]
   if command == nil then
-    return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
+    command = define(fname)
+    if command == nil then
+      return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
+    end
+    COMMANDS[fname] = command
   end
   local ok, result = pcall(command, keys, args, ro)
   if ok then return result end
@@ -2193,6 +2345,7 @@ local function call(fname, keys, args, ro)
 end
 
 return call
+end)()
 end
 
 local call
@@ -2224,7 +2377,7 @@ else
   -- The EVAL form: ARGV[1] names the function. Effects, never the script,
   -- replicate (Redis 6.2 needs asking; later servers only do that).
   if redis.replicate_commands then redis.replicate_commands() end
-  call = build()
+  call = build(true)
   local fname = ARGV[1]
   local ro = false
   if fname and string.sub(fname, -3) == '_ro' then
