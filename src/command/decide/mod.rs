@@ -40,7 +40,10 @@ use crate::server::{clock_us, Ctx};
 use crate::time::{ceil_ms, STATE_HORIZON_US};
 use sorted_set::plan_log;
 use storage::{plan_string, Buckets, Fixed};
-use write::{announce, apply_planned, Effect, Write};
+use write::{
+    announce, announce_string_write, apply_planned, apply_string_planned, is_string_write, Effect,
+    Write,
+};
 
 use super::sliding_log::{self as log_glue, ZsetLog};
 
@@ -93,10 +96,16 @@ pub fn rule(
     if options.peek {
         return Ok(answer);
     }
-    let effect = apply_planned(ctx, &mut key, &p)?;
-    drop(key); // closes it
     let mut propagating = None;
-    announce(ctx, name, &effect, &mut propagating)?;
+    if is_string_write(&p.write) {
+        apply_string_planned(ctx, &mut key, &p)?;
+        drop(key); // closes it
+        announce_string_write(ctx, name, &p.write, &mut propagating)?;
+    } else {
+        let effect = apply_planned(ctx, &mut key, &p)?;
+        drop(key); // closes it
+        announce(ctx, name, &effect, &mut propagating)?;
+    }
     Ok(answer)
 }
 
@@ -143,19 +152,33 @@ pub fn all<'a>(
         return Ok(answer);
     }
     // Allowed: every key takes its tokens. Refused: only the refusing
-    // limits write (their BLOCK, when asked for).
-    let mut effects: Few<Effect> = Few::new();
-    for (key, p) in keys.iter_mut().zip(planned.iter()) {
-        effects.push(if allowed || p.decision.limited {
-            apply_planned(ctx, key, p)?
+    // limits write (their BLOCK, when asked for). A string's write is
+    // announced from the write itself; only a sorted set's effect (what its
+    // apply found) is kept until the keys are closed.
+    let applies = |p: &Planned| allowed || p.decision.limited;
+    let mut zset_effects: Option<Few<(usize, Effect)>> = None;
+    for (i, (key, p)) in keys.iter_mut().zip(planned.iter()).enumerate() {
+        if !applies(p) {
+            continue;
+        }
+        if is_string_write(&p.write) {
+            apply_string_planned(ctx, key, p)?;
         } else {
-            Effect::Nothing
-        });
+            let effect = apply_planned(ctx, key, p)?;
+            zset_effects.get_or_insert_with(Few::new).push((i, effect));
+        }
     }
     drop(keys); // closes every key
     let mut propagating = None;
-    for (p, effect) in planned.iter().zip(&effects) {
-        announce(ctx, p.name, effect, &mut propagating)?;
+    for (i, p) in planned.iter().enumerate() {
+        if !applies(p) {
+            continue;
+        }
+        if is_string_write(&p.write) {
+            announce_string_write(ctx, p.name, &p.write, &mut propagating)?;
+        } else if let Some((_, effect)) = zset_effects.iter().flatten().find(|(j, _)| *j == i) {
+            announce(ctx, p.name, effect, &mut propagating)?;
+        }
     }
     Ok(answer)
 }
