@@ -119,7 +119,7 @@ pub fn write_info(out: &mut InfoWriter) {
     out.field(c"writes_unpropagated", SKIPPED.load(Ordering::Relaxed));
 }
 
-#[inline]
+#[inline(always)]
 fn decide(ctx: Ctx) -> bool {
     if CONSUMER_SEEN.load(Ordering::Relaxed) {
         info::unregister_sync_filter(ctx);
