@@ -133,8 +133,9 @@ pub fn all<'a>(
         blocked |= p.blocked;
         shadow_limited |= p.shadow_limited;
         soft_over |= p.soft_over;
-        keys.push(key);
+        // The plan first: moved once, straight from the result.
         planned.push(p);
+        keys.push(key);
     }
     // A shadow limit never refuses, nor binds: the binding limit is among
     // the others (among all when every limit is a shadow, or none is).
