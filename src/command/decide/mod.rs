@@ -139,13 +139,20 @@ pub fn all<'a>(
     }
     // A shadow limit never refuses, nor binds: the binding limit is among
     // the others (among all when every limit is a shadow, or none is).
+    // (`all::binding_among`, its decisions compared where they lie.)
     let among_all = shadows == 0 || shadows == planned.len();
-    let (binding, decision, allowed) = all::binding_among(
-        planned
-            .iter()
-            .map(|p| (among_all || !p.shadow).then_some(p.decision)),
-    )
-    .ok_or(Error::LimitCount)?;
+    let mut binding: Option<(usize, &Planned)> = None;
+    for (i, p) in planned.iter().enumerate() {
+        if (among_all || !p.shadow)
+            && binding.is_none_or(|(_, b)| all::binds_before(&p.decision, &b.decision))
+        {
+            binding = Some((i, p));
+        }
+    }
+    let (binding, decision) = binding
+        .map(|(i, p)| (i, p.decision))
+        .ok_or(Error::LimitCount)?;
+    let allowed = !decision.limited;
     let mut answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
     answer.shadow_limited = shadow_limited;
     answer.soft_over = allowed && !options.peek && soft_over;
