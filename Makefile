@@ -18,7 +18,7 @@ DIST_NAME := redis-ratelimit-$(VERSION)-linux-$(ARCH)
 .DEFAULT_GOAL := help
 .PHONY: help setup build build-debug run test test-release test-long test-unit test-integration mutants \
 	test-examples test-python test-node test-packages test-memcheck compat lint fmt bench callgrind bench-gate bench-gate-update dist deb clean \
-	build-rls run-rls test-rls bench-rls load-functions
+	build-rls run-rls test-rls bench-rls test-functions load-functions
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-18s %s\n", $$1, $$2}'
@@ -131,6 +131,31 @@ compat: build-debug ## Integration tests against Redis 7.0 (system), Valkey 8.0,
 	if [ $${#failed[@]} -gt 0 ]; then echo "compat: failed on: $${failed[*]}"; exit 1; fi; \
 	echo "compat: all servers passed"
 
+# make test-functions: the Functions library (functions/ratelimit.lua) on every server of
+# make compat: the shared integration tests against it (RATELIMIT_ENGINE=functions; module-only
+# tests skip themselves); then its EVAL form through EVALSHA on Redis 6.2. The differential
+# suite (module vs library, tests/differential.rs) is part of make test and make compat.
+REDIS_62 := $(CURDIR)/build/servers/redis-6.2/redis-server
+
+test-functions: build-debug ## The Functions library: the shared integration tests against it on Redis 7.0, Valkey 8.0 and Redis 8.0; its EVAL form through EVALSHA on Redis 6.2 (built by scripts/servers.sh redis-6.2). The differential suite runs in make test and make compat
+	scripts/servers.sh >/dev/null
+	scripts/servers.sh redis-6.2 >/dev/null
+	@failed=(); \
+	for server in $(COMPAT_SERVERS); do \
+	  echo "== test-functions: $$server: $$($$server --version 2>&1)"; \
+	  if RATELIMIT_ENGINE=functions RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$$server $(CARGO) test --test '*'; then \
+	    echo "== test-functions: $$server: ok"; \
+	  else \
+	    echo "== test-functions: $$server: FAILED"; failed+=("$$server"); \
+	  fi; \
+	done; \
+	echo "== test-functions: the EVAL form on $$($(REDIS_62) --version 2>&1)"; \
+	if ! EVAL_SERVER=$(REDIS_62) RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test --test eval_form -- --nocapture; then \
+	  failed+=("$(REDIS_62) (EVAL form)"); \
+	fi; \
+	if [ $${#failed[@]} -gt 0 ]; then echo "test-functions: failed on: $${failed[*]}"; exit 1; fi; \
+	echo "test-functions: all servers passed"
+
 test-memcheck: build-debug ## The fuzz test (reduced) against Redis 7.0 (MALLOC=libc) under valgrind memcheck: 0 errors
 	@scripts/setup.sh memcheck
 	scripts/memcheck.sh $(MODULE_DEBUG)
@@ -156,8 +181,11 @@ mutants: setup ## Mutation testing of core/src/algorithm/ (cargo-mutants, lib te
 	    else echo "mutants: none missed; the timeouts (mutants.out/timeout.txt) count as caught"; rc=0; fi; \
 	  fi; exit $$rc
 
-bench: build ## Benchmark every command vs SET … PX, INCR and Lua; writes bench/README.md
+bench: build ## Benchmark every command vs SET … PX, INCR and Lua; the Functions library vs the peers' Lua and the module (callgrind); writes bench/README.md
 	python3 bench/bench.py --module $(MODULE_RELEASE) --write-readme
+	@scripts/setup.sh memcheck
+	@scripts/servers.sh memcheck >/dev/null
+	python3 bench/peers.py --module $(MODULE_RELEASE) --write-readme
 
 # One command's instructions per call under callgrind (repeatable, unlike time): the module's
 # own code and each server API it calls. ARGS is the command (__rand_int__ → key numbers).

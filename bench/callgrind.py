@@ -16,10 +16,22 @@ counts only the measured calls and prints, per call:
   the floor no change inside the module can remove.
 
 Usage:
-  bench/callgrind.py [--calls N] [--keys K] [--backlog] [--server BIN] [--module PATH] -- ARGV...
+  bench/callgrind.py [--calls N] [--keys K] [--backlog] [--server BIN] [--module PATH]
+                     [--no-module] [--library LUA] [--script LUA ...] [--total] -- ARGV...
 
 `__rand_int__` in ARGV is replaced, at each occurrence, by a random key
-number below K (as redis-benchmark does). `--backlog` syncs a replica once
+number below K (as redis-benchmark does), `__key_int__` by one such number
+drawn once per call (for scripts that take two keys of one limiter); `__sha0__`, `__sha1__`, … by the
+SHA1 of the `--script` files (loaded with `SCRIPT LOAD`); `__now_s__` and
+`__now_ms__` by the client's clock when the call is built (seconds with µs
+decimals, integer ms: what `limits` and Upstash's clients send);
+`__win:MS__` and `__prevwin:MS__` by the number of the current and the
+previous window of MS ms at that clock (Upstash's key names). `--library`
+loads a Functions library (`FUNCTION LOAD REPLACE`) first; `--no-module`
+starts the server without the module (the library's and the peers' scripts
+run there). `--total` also prints the whole request: every instruction the
+server ran over the measured calls (reading, parsing, the command,
+propagation, the reply, the event loop), per call. `--backlog` syncs a replica once
 and stops it, so the master keeps a replication backlog and every write
 propagates its effects (the second run of `make bench`).
 
@@ -108,10 +120,25 @@ class Connection:
         return errors
 
 
-def calls(argv, n, keys, seed):
+def expand(arg, rng, keys, shas):
+    arg = re.sub("__rand_int__", lambda _: str(rng.randrange(keys)), arg)
+    if "__" not in arg:
+        return arg
+    now = time.time()
+    now_ms = int(now * 1000)
+    arg = arg.replace("__now_s__", f"{now:.6f}").replace("__now_ms__", str(now_ms))
+    arg = re.sub(r"__sha(\d+)__", lambda m: shas[int(m.group(1))], arg)
+    arg = re.sub(r"__win:(\d+)__", lambda m: str(now_ms // int(m.group(1))), arg)
+    return re.sub(r"__prevwin:(\d+)__", lambda m: str(now_ms // int(m.group(1)) - 1), arg)
+
+
+def calls(argv, n, keys, seed, shas=()):
     rng = random.Random(seed)
-    return [[re.sub("__rand_int__", lambda _: str(rng.randrange(keys)), a) for a in argv]
-            for _ in range(n)]
+    out = []
+    for _ in range(n):
+        same = str(rng.randrange(keys))
+        out.append([expand(a.replace("__key_int__", same), rng, keys, shas) for a in argv])
+    return out
 
 
 def wait_for(port, proc, seconds=60):
@@ -162,6 +189,7 @@ def parse_profile(path):
             names[kind][m.group(1)] = m.group(2)
         return names[kind].get(m.group(1), "?")
 
+    total = 0
     self_cost = collections.Counter()
     inclusive_calls = collections.Counter()  # cost of calls made by a function
     fn_object = {}
@@ -170,6 +198,9 @@ def parse_profile(path):
     pending = False
     for line in open(path, encoding="utf-8", errors="replace"):
         line = line.rstrip("\n")
+        if line.startswith(("totals:", "summary:")):
+            total = max(total, int(line.split()[1]))
+            continue
         if line.startswith("ob="):
             ob = name("ob", line[3:])
         elif line.startswith("fn="):
@@ -197,7 +228,7 @@ def parse_profile(path):
                 self_cost[fn] += cost
     inclusive = {f: self_cost[f] + inclusive_calls[f] for f in set(self_cost) | set(inclusive_calls)}
     module_self = sum(c for f, c in self_cost.items() if MODULE_OBJECT in (fn_object.get(f) or ""))
-    return inclusive, module_self, module_api
+    return inclusive, module_self, module_api, total, self_cost
 
 
 def main():
@@ -207,9 +238,14 @@ def main():
     ap.add_argument("--backlog", action="store_true")
     ap.add_argument("--server", default=DEFAULT_SERVER)
     ap.add_argument("--module", default=DEFAULT_MODULE)
+    ap.add_argument("--no-module", action="store_true")
+    ap.add_argument("--library")
+    ap.add_argument("--script", action="append", default=[])
+    ap.add_argument("--total", action="store_true")
+    ap.add_argument("--top", type=int, default=0, help="also print the N functions with the most instructions of their own")
     ap.add_argument("argv", nargs="+")
     args = ap.parse_args()
-    for path in (args.server, args.module):
+    for path in [args.server] + ([] if args.no_module else [args.module]) + ([args.library] if args.library else []) + args.script:
         if not os.path.exists(path):
             raise SystemExit(f"not found: {path} (make callgrind prepares it)")
 
@@ -220,7 +256,8 @@ def main():
             proc = subprocess.Popen(
                 ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                  args.server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", tmp, "--loadmodule", args.module],
+                 "--appendonly", "no", "--dir", tmp]
+                + ([] if args.no_module else ["--loadmodule", args.module]),
                 stdout=log, stderr=subprocess.STDOUT)
         try:
             conn = wait_for(port, proc)
@@ -229,9 +266,19 @@ def main():
                 info = conn.call("INFO", "replication").decode()
                 if "repl_backlog_active:1" not in info:
                     raise SystemExit(f"no backlog:\n{info}")
+            if args.library:
+                loaded = conn.call("FUNCTION", "LOAD", "REPLACE", open(args.library, encoding="utf-8").read())
+                if isinstance(loaded, RuntimeError):
+                    raise SystemExit(f"FUNCTION LOAD: {loaded}")
+            shas = []
+            for path in args.script:
+                sha = conn.call("SCRIPT", "LOAD", open(path, encoding="utf-8").read())
+                if isinstance(sha, RuntimeError):
+                    raise SystemExit(f"SCRIPT LOAD {path}: {sha}")
+                shas.append(sha.decode())
             # Every key the measured calls touch exists (same seed), as in the
             # benchmark's steady state.
-            errors = conn.pipeline(calls(args.argv, max(args.calls // 4, args.keys * 3), args.keys, 1))
+            errors = conn.pipeline(calls(args.argv, max(args.calls // 4, args.keys * 3), args.keys, 1, shas))
             # Dump what was counted so far; the final dump holds only the
             # measured calls. The dump happens when the server next wakes.
             dumper = subprocess.Popen(["callgrind_control", "--dump", str(proc.pid)],
@@ -239,7 +286,7 @@ def main():
             time.sleep(1)
             conn.call("PING")
             dumper.wait(timeout=60)
-            errors += conn.pipeline(calls(args.argv, args.calls, args.keys, 2))
+            errors += conn.pipeline(calls(args.argv, args.calls, args.keys, 2, shas))
             try:
                 conn.sock.sendall(resp(["SHUTDOWN", "NOSAVE"]))
             except OSError:
@@ -255,7 +302,7 @@ def main():
         if not os.path.exists(final):
             found = os.listdir(tmp)
             raise SystemExit(f"no callgrind output at exit (found {found}); see the server log")
-        inclusive, module_self, module_api = parse_profile(final)
+        inclusive, module_self, module_api, total, self_cost = parse_profile(final)
 
     n = args.calls
     print(f"{' '.join(args.argv)}: {n} calls over {args.keys} keys"
@@ -277,6 +324,12 @@ def main():
             print(f"  {cost / n:8.0f}  the command ({fn})")
     if "call" in inclusive:
         print(f"  {inclusive['call'] / n:8.0f}  call() (the command plus its propagation and statistics)")
+    if args.total:
+        print(f"  {total / n:8.0f}  the whole request (every instruction of the server, per call)")
+    if args.top:
+        print(f"  the {args.top} functions with the most instructions of their own, per call:")
+        for fn, cost in self_cost.most_common(args.top):
+            print(f"  {cost / n:8.0f}    {fn}")
 
 
 if __name__ == "__main__":

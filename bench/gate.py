@@ -251,7 +251,7 @@ def measure(server, row, calls, keys):
     path = server.dump()
     if errors:
         raise SystemExit(f"{row.name}: {len(errors)} error replies, e.g. {errors[0]}")
-    inclusive, module_self, _ = parse_profile(path)
+    inclusive, module_self = parse_profile(path)[:2]
     if KEEP_DIR:
         os.replace(path, os.path.join(KEEP_DIR, "".join(c for c in row.name if c.isalnum())))
     else:

@@ -1134,9 +1134,11 @@ local function plan_string(key, alg, lim, at)
       d = blocked_decision(d, new_until, now)
       local ms = rpcall('PEXPIRETIME', key)
       if type(ms) ~= 'number' then
-        -- Redis 6.2: no PEXPIRETIME; the expiry from PTTL and the clock.
+        -- Redis 6.2: no PEXPIRETIME; the expiry from PTTL and the server's
+        -- clock (PTTL counts from it, not from the caller's NOW).
         local ttl = rcall('PTTL', key)
-        ms = ttl >= 0 and (at.now_ms + ttl) or -1
+        local t = rcall('TIME')
+        ms = ttl >= 0 and (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl) or -1
       end
       local current_us = ms > 0 and ms * 1000 or 0
       if current_us > cap then current_us = cap end
@@ -1421,13 +1423,14 @@ function SLIDINGLOG.plan(key, lim, at)
   return d, write
 end
 
--- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the clock (ms; -1
--- for none).
-local function expire_time_ms(key, now_ms)
+-- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the server's clock
+-- (PTTL counts from it, not from the caller's NOW) (ms; -1 for none).
+local function expire_time_ms(key)
   local ms = rpcall('PEXPIRETIME', key)
   if type(ms) ~= 'number' then
     local ttl = rcall('PTTL', key)
-    ms = ttl >= 0 and (now_ms + ttl) or -1
+    local t = rcall('TIME')
+    ms = ttl >= 0 and (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl) or -1
   end
   return ms
 end
@@ -1459,7 +1462,7 @@ function SLIDINGLOG.apply(key, w)
     rcall('PEXPIREAT', key, ceil_ms(w.expire))
   elseif w.log == 'block' then
     rcall('ZADD', key, dec(w.block_end), 'B')
-    local current = expire_time_ms(key, w.now_ms)
+    local current = expire_time_ms(key)
     if current < 0 then current = 0 end
     local cap_ms = ceil_ms(w.cap)
     if current > cap_ms then current = cap_ms end

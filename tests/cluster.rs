@@ -120,11 +120,10 @@ fn with_key(cmd: &[&str], key: &str) -> Vec<String> {
 }
 
 fn cluster_call(con: &mut redis::cluster::ClusterConnection, args: &[String]) -> [i64; 5] {
-    let mut cmd = redis::cmd(&args[0]);
-    for a in &args[1..] {
-        cmd.arg(a);
-    }
-    let v: Vec<i64> = cmd.query(con).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v: Vec<i64> = common::cmd(&words)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     v.try_into().unwrap()
 }
 

@@ -170,7 +170,8 @@ fn a_hundred_thousand_short_lived_limiters_all_expire_and_never_lack_an_expiry()
         for i in chunk * CHUNK..(chunk + 1) * CHUNK {
             let (calls, max_ms) = calls_for(i, &mut rng);
             for c in calls {
-                pipe.cmd(&c[0]).arg(&c[1..]).cmd("PTTL").arg(&c[1]);
+                let words: Vec<&str> = c.iter().map(String::as_str).collect();
+                pipe.add_command(common::cmd(&words)).cmd("PTTL").arg(&c[1]);
                 expected.push((c, max_ms));
             }
         }

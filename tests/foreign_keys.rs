@@ -115,6 +115,9 @@ fn sorted_sets_with_foreign_members_are_refused_without_reading_them() {
 
 #[test]
 fn a_sorted_set_longer_than_any_log_is_refused_and_the_longest_log_is_freed_lazily() {
+    if !common::module_only("it defines policies (module data)") {
+        return;
+    }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let server = slowlog_server();
     let mut con = server.connect();
@@ -187,6 +190,9 @@ fn a_sorted_set_longer_than_any_log_is_refused_and_the_longest_log_is_freed_lazi
 
 #[test]
 fn a_string_state_ahead_of_the_horizon_is_refused_and_left_alone() {
+    if !common::module_only("it defines policies (module data)") {
+        return;
+    }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let server = slowlog_server();
     let mut con = server.connect();

@@ -2039,6 +2039,11 @@ fn batches() -> usize {
 
 #[test]
 fn a_hundred_thousand_random_calls_never_hurt_the_server() {
+    if !common::module_only(
+        "the module's fuzz test with policies; tests/differential.rs drives the library",
+    ) {
+        return;
+    }
     fuzz(seed(), batches(), 1_000);
 }
 
@@ -2048,6 +2053,11 @@ fn a_hundred_thousand_random_calls_never_hurt_the_server() {
 /// period's bound, 366 days, now refuses it first), and nothing is written.
 #[test]
 fn cl_throttle_tolerance_overflow_is_refused() {
+    if !common::module_only(
+        "the module's fuzz test with policies; tests/differential.rs drives the library",
+    ) {
+        return;
+    }
     let mut server = Server::start();
     let mut con = server.connect();
     let args = [
@@ -2071,6 +2081,11 @@ fn cl_throttle_tolerance_overflow_is_refused() {
 #[test]
 #[ignore = "long: run with --ignored"]
 fn two_million_random_calls_never_hurt_the_server() {
+    if !common::module_only(
+        "the module's fuzz test with policies; tests/differential.rs drives the library",
+    ) {
+        return;
+    }
     for i in 0..10 {
         fuzz(seed().wrapping_add(i), 200, 1_000);
     }

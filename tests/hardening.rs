@@ -57,7 +57,7 @@ fn no_call_takes_more_than_5_ms_whatever_the_state_and_arguments() {
         );
     }
     // The largest accepted cost on a fresh key, then limited calls over it.
-    let max = info_field(&mut con, "ratelimit", "ratelimit_sliding_log_max_limit");
+    let max = common::sliding_log_max_limit(&mut con);
     let reply = call(
         &mut con,
         &["RL.SLIDINGLOG", "big", &max, "1000", "TOKENS", &max],
@@ -87,6 +87,9 @@ fn no_call_takes_more_than_5_ms_whatever_the_state_and_arguments() {
 
 #[test]
 fn the_sliding_log_limit_is_bounded_by_a_module_setting() {
+    if !common::module_only("a module setting") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     assert_eq!(
@@ -183,6 +186,9 @@ fn contains_ignore_case(haystack: &[u8], needle: &[u8]) -> bool {
 
 #[test]
 fn a_replica_syncing_through_a_renamed_sync_receives_only_effects() {
+    if !common::module_only("the module's propagation filter") {
+        return;
+    }
     let server = Server::start_with(&[
         "--save",
         "",
@@ -229,6 +235,9 @@ fn a_replica_syncing_through_a_renamed_sync_receives_only_effects() {
 
 #[test]
 fn two_hundred_reloads_give_their_memory_back() {
+    if !common::module_only("MODULE LOAD/UNLOAD") {
+        return;
+    }
     let server = Server::start_without_module(&["--save", "", "--enable-module-command", "yes"]);
     let mut con = server.connect();
     let module = module_path();
@@ -272,6 +281,9 @@ fn config(con: &mut redis::Connection, name: &str) -> String {
 
 #[test]
 fn the_settings_are_module_configs() {
+    if !common::module_only("module configs") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     assert_eq!(config(&mut con, "ratelimit.sliding-log-max-limit"), "1000");

@@ -548,20 +548,32 @@ fn run_mode(mode: &str) {
 
 #[test]
 fn a_subscriber_deleting_the_key_in_its_callback_cannot_hurt() {
+    if !common::module_only("the module's key pointers around keyspace-event subscribers") {
+        return;
+    }
     run_mode("del");
 }
 
 #[test]
 fn a_subscriber_rewriting_the_key_in_its_callback_cannot_hurt() {
+    if !common::module_only("the module's key pointers around keyspace-event subscribers") {
+        return;
+    }
     run_mode("rewrite");
 }
 
 #[test]
 fn a_subscriber_expiring_the_key_in_its_callback_cannot_hurt() {
+    if !common::module_only("the module's key pointers around keyspace-event subscribers") {
+        return;
+    }
     run_mode("expire");
 }
 
 #[test]
 fn a_subscriber_expiring_the_key_in_the_past_in_its_callback_cannot_hurt() {
+    if !common::module_only("the module's key pointers around keyspace-event subscribers") {
+        return;
+    }
     run_mode("expire-past");
 }

@@ -45,7 +45,8 @@ fn run_all(con: &mut redis::Connection, calls: &[Vec<String>]) -> Vec<[i64; 5]> 
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for c in calls {
-        pipe.cmd(&c[0]).arg(&c[1..]);
+        let words: Vec<&str> = c.iter().map(String::as_str).collect();
+        pipe.add_command(common::cmd(&words));
     }
     let replies: Vec<Value> = pipe.query(con).expect("workload");
     calls

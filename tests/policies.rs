@@ -37,6 +37,9 @@ const TIERS: &str = "free GCRA 4 5 1\npro FIXEDWINDOW 100 60 SOFT 10\n";
 
 #[test]
 fn set_get_list_dump_load_del_round_trip() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     ok(
@@ -120,6 +123,9 @@ fn set_get_list_dump_load_del_round_trip() {
 
 #[test]
 fn bad_definitions_are_refused_with_the_commands_own_errors() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     ok(
@@ -187,6 +193,9 @@ fn bad_definitions_are_refused_with_the_commands_own_errors() {
 
 #[test]
 fn a_bad_load_text_changes_nothing_and_names_its_line() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let _: i64 = query(&mut con, &["RL.POLICY", "LOAD", TIERS]).unwrap();
@@ -225,6 +234,9 @@ fn a_bad_load_text_changes_nothing_and_names_its_line() {
 
 #[test]
 fn limit_decides_with_the_policy_and_replies_as_its_command() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let _: i64 = query(
@@ -273,6 +285,9 @@ fn limit_decides_with_the_policy_and_replies_as_its_command() {
 
 #[test]
 fn shadow_soft_and_block_decide_as_documented() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let _: i64 = query(
@@ -366,6 +381,9 @@ type Reply = [i64; 5];
 
 #[test]
 fn statistics_are_exact_after_a_known_workload_and_reset() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let _: i64 = query(
@@ -428,6 +446,9 @@ fn statistics_are_exact_after_a_known_workload_and_reset() {
 
 #[test]
 fn all_accepts_policies_except_leaky_buckets() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let _: i64 = query(
@@ -488,6 +509,9 @@ fn all_accepts_policies_except_leaky_buckets() {
 
 #[test]
 fn policies_survive_rdb_and_aof_restarts() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     for (config, what) in [
         (vec!["--save", "", "--appendonly", "no"], "rdb"),
         (vec!["--save", "", "--appendonly", "yes"], "aof"),
@@ -542,6 +566,9 @@ fn policies_survive_rdb_and_aof_restarts() {
 
 #[test]
 fn policies_reach_replicas_and_survive_failover() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let master = Server::start();
     let mut m = master.connect();
     // Set before the replica attaches: the full sync's RDB carries them.
@@ -596,6 +623,9 @@ fn policies_reach_replicas_and_survive_failover() {
 
 #[test]
 fn an_rdb_without_policies_loads_without_the_module_where_the_server_allows() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start_with(&["--save", "", "--appendonly", "no"]);
     let mut con = server.connect();
     let modern = is_7_2_or_later(&mut con);
@@ -629,6 +659,9 @@ fn an_rdb_without_policies_loads_without_the_module_where_the_server_allows() {
 
 #[test]
 fn an_application_user_can_limit_but_not_change_policies() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut admin = server.connect();
     ok(
@@ -682,6 +715,9 @@ fn an_application_user_can_limit_but_not_change_policies() {
 
 #[test]
 fn policies_unloadable_refuses_policy_commands_and_keeps_the_module_unloadable() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     for load_args in [
         vec!["--loadmodule", "MODULE", "policies", "unloadable"],
         vec![
@@ -754,6 +790,9 @@ fn policies_unloadable_refuses_policy_commands_and_keeps_the_module_unloadable()
 /// unusable until the budget fits it again (issue 29).
 #[test]
 fn a_policy_over_the_call_budget_counts_as_unusable() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start_with(&["--save", ""]);
     let mut con = server.connect();
     let unusable =
@@ -806,6 +845,9 @@ fn a_policy_over_the_call_budget_counts_as_unusable() {
 /// not one answered as made during a block never written (issue 29).
 #[test]
 fn a_shadow_policy_with_block_replies_as_without_it() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start_with(&["--save", ""]);
     let mut con = server.connect();
     ok(

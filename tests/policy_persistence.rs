@@ -122,16 +122,25 @@ fn rewrite_with_changes_then_restart(preamble: &'static str) {
 
 #[test]
 fn policies_survive_an_aof_rewrite_without_the_rdb_preamble_and_a_restart() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     rewrite_with_changes_then_restart("no");
 }
 
 #[test]
 fn policies_survive_an_aof_rewrite_with_the_rdb_preamble_and_a_restart() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     rewrite_with_changes_then_restart("yes");
 }
 
 #[test]
 fn policies_survive_config_set_appendonly_yes_then_a_restart() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     // `appendonly yes` at run time starts a rewrite that writes the first
     // base: without the preamble it would hold no policies.
     let server = Server::start_with(&[
@@ -161,6 +170,9 @@ fn policies_survive_config_set_appendonly_yes_then_a_restart() {
 
 #[test]
 fn no_policies_at_a_rewrite_write_nothing_and_restart_empty() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let config = aof_config("no");
     let server = Server::start_with(&config);
     let mut con = server.connect();
@@ -184,6 +196,9 @@ fn no_policies_at_a_rewrite_write_nothing_and_restart_empty() {
 
 #[test]
 fn a_rewrite_while_writes_are_paused_keeps_the_server_up_and_the_policies() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     // The server asserts that nothing propagates during a pause: the module
     // waits for its end.
     let config = aof_config("no");
@@ -204,6 +219,9 @@ fn a_rewrite_while_writes_are_paused_keeps_the_server_up_and_the_policies() {
 
 #[test]
 fn replicas_get_nothing_from_the_masters_rewrite() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     // The LOAD REPLACE goes to the AOF only: a replica's stream stays the
     // master's changes, and its policies stay equal.
     let master = Server::start_with(&aof_config("no"));
@@ -260,6 +278,9 @@ fn assert_policies_off(con: &mut redis::Connection) {
 
 #[test]
 fn a_policies_no_server_starts_on_an_rdb_with_policies_and_saves_them_again() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let (dir, expected) = rdb_with_policies();
     let mut off = Server::start_in_with_module_args(dir, &["policies", "no"], &RDB);
     let mut con = off.connect();
@@ -279,6 +300,9 @@ fn a_policies_no_server_starts_on_an_rdb_with_policies_and_saves_them_again() {
 
 #[test]
 fn a_policies_no_replica_full_syncs_from_a_master_with_policies_and_carries_them() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let master = Server::start_with(&RDB);
     let mut m = master.connect();
     ok(&mut m, &["RL.POLICY", "SET", "a", "GCRA", "1", "2", "3"]);
@@ -315,6 +339,9 @@ fn a_policies_no_replica_full_syncs_from_a_master_with_policies_and_carries_them
 
 #[test]
 fn a_policies_no_server_applies_policy_commands_of_its_aof() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     // An AOF without the preamble holds the policies as RL.POLICY commands:
     // a `policies no` server replays them, and a rewrite with the preamble
     // carries them on.
@@ -336,6 +363,9 @@ fn a_policies_no_server_applies_policy_commands_of_its_aof() {
 
 #[test]
 fn a_policies_unloadable_server_exits_on_an_rdb_with_policies_as_documented() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     // No data type: the server's own check refuses module data of a type
     // it does not know. Hence `unloadable` only where no such data loads.
     let (dir, _) = rdb_with_policies();
@@ -367,6 +397,9 @@ fn resp(args: &[&str]) -> String {
 /// until a client redefines it. (It used to be dropped with a log line.)
 #[test]
 fn a_definition_this_module_cannot_use_is_kept_not_dropped() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let old = ["RL.POLICY", "SET", "old", "GCRA", "1", "1", "86400000"];
     let fine = ["RL.POLICY", "SET", "fine", "GCRA", "1", "1", "60"];
@@ -443,6 +476,9 @@ fn a_definition_this_module_cannot_use_is_kept_not_dropped() {
 /// (Found in review: a replay of `LOAD` refused the whole text, silently.)
 #[test]
 fn a_policy_over_this_servers_bounds_does_not_sink_the_rewritten_load() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start_with(&[
         "--save",
         "",

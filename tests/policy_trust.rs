@@ -37,6 +37,9 @@ const ZERO: &str =
 
 #[test]
 fn a_large_load_is_all_or_nothing_and_info_shows_a_bounded_part() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let n = 20_000;
@@ -129,6 +132,9 @@ fn server_with_max(max: &str, extra: &[&str]) -> Server {
 
 #[test]
 fn definitions_the_master_accepted_load_wherever_it_goes() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let master = server_with_max(
         "5000",
         &[
@@ -195,6 +201,9 @@ fn definitions_the_master_accepted_load_wherever_it_goes() {
 
 #[test]
 fn an_aof_replays_definitions_this_server_would_refuse_from_a_client() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let config = [
         "--save",
         "",
@@ -257,6 +266,9 @@ const POLICY_ALGORITHMS: [(&str, &str); 6] = [
 
 #[test]
 fn changing_a_policys_algorithm_needs_reset() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     for (from, from_def) in POLICY_ALGORITHMS {
@@ -323,6 +335,9 @@ fn changing_a_policys_algorithm_needs_reset() {
 
 #[test]
 fn an_application_user_with_read_and_write_cannot_change_policies() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut admin = server.connect();
     if !is_7_2_or_later(&mut admin) {
@@ -368,6 +383,9 @@ fn an_application_user_with_read_and_write_cannot_change_policies() {
 
 #[test]
 fn info_names_are_one_to_one_and_shadow_counts_only_taken_tokens() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let _: i64 = query(
@@ -424,6 +442,9 @@ fn info_names_are_one_to_one_and_shadow_counts_only_taken_tokens() {
 
 #[test]
 fn policy_help_lists_every_subcommand() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let lines: Vec<String> = query(&mut con, &["RL.POLICY", "HELP"]).unwrap();
@@ -493,6 +514,9 @@ fn expected_read(writer: &str, policy: &str) -> Read {
 
 #[test]
 fn a_policy_reads_another_algorithms_state_as_documented_for_every_pair() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     for (writer, command) in WRITERS {
@@ -592,6 +616,9 @@ fn a_policy_reads_another_algorithms_state_as_documented_for_every_pair() {
 
 #[test]
 fn a_replaced_key_is_the_same_on_replicas() {
+    if !common::module_only("policies are module data") {
+        return;
+    }
     let master = Server::start();
     let mut m = master.connect();
     let replica = Server::start();

@@ -136,6 +136,9 @@ fn replicate_from(replica: &mut redis::Connection, master: &Server) {
 
 #[test]
 fn writes_count_for_save_points_when_nothing_consumes_them() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let changes = |con: &mut redis::Connection| -> i64 {
@@ -167,6 +170,9 @@ fn writes_count_for_save_points_when_nothing_consumes_them() {
 
 #[test]
 fn a_replica_attached_after_unpropagated_writes_gets_every_later_effect() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     let master = master();
     let replica = Server::start();
     let (mut m, mut r) = (master.connect(), replica.connect());
@@ -186,6 +192,9 @@ fn a_replica_attached_after_unpropagated_writes_gets_every_later_effect() {
 
 #[test]
 fn writes_while_no_replica_is_connected_reach_it_through_the_backlog() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     let master = master();
     let replica = Server::start();
     let (mut m, mut r) = (master.connect(), replica.connect());
@@ -218,6 +227,9 @@ fn writes_while_no_replica_is_connected_reach_it_through_the_backlog() {
 
 #[test]
 fn an_aof_switched_on_at_run_time_records_effects() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     let mut keys = write_all(&mut con, "before");
@@ -241,6 +253,9 @@ fn an_aof_switched_on_at_run_time_records_effects() {
 
 #[test]
 fn a_promoted_replica_feeds_its_backlog_with_effects() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     // B writes as a standalone master first (nothing consumes its effects),
     // then replicates A beside C, then is promoted, and C resynchronises
     // partially from B's backlog: what B wrote after the promotion reaches C
@@ -264,6 +279,9 @@ fn a_promoted_replica_feeds_its_backlog_with_effects() {
 
 #[test]
 fn a_reloaded_module_starts_over_and_still_sees_replicas_arrive() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     // `policies unloadable`: a module with a data type cannot be unloaded.
     let master = Server::start_with_module_args(
         &["policies", "unloadable"],
@@ -343,6 +361,9 @@ impl Raw {
 
 #[test]
 fn a_psync_held_back_by_client_pause_still_ends_the_skipping() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     // The write W and the PSYNC are both held back by CLIENT PAUSE, W first.
     // After the pause W runs first and finds no backlog and no replica; the
     // PSYNC then runs (on Redis 7.2+ and Valkey without command filters) and
@@ -375,6 +396,9 @@ fn a_psync_held_back_by_client_pause_still_ends_the_skipping() {
 
 #[test]
 fn a_refused_load_leaves_nothing_behind_that_server_events_could_call() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     // With ZADD renamed away the module refuses to load; a role change
     // afterwards must not call into the unloaded module (Redis 7.0 keeps a
     // failed load's event subscriptions).
@@ -401,6 +425,9 @@ fn a_refused_load_leaves_nothing_behind_that_server_events_could_call() {
 
 #[test]
 fn a_replica_attached_during_a_write_storm_ends_up_identical() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     // Writers run without pause while the replica syncs: writes before the
     // PSYNC travel in its snapshot, writes after it as effects, and none is
     // lost or sent as a command in between.
@@ -451,6 +478,9 @@ fn a_replica_attached_during_a_write_storm_ends_up_identical() {
 
 #[test]
 fn the_filter_watches_only_while_writes_skip() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     // Standalone: the SYNC/PSYNC filter is there from the load on.
     let standalone = Server::start();
     let mut con = standalone.connect();
@@ -469,6 +499,9 @@ fn the_filter_watches_only_while_writes_skip() {
 
 #[test]
 fn the_propagate_always_argument_hands_every_write_over() {
+    if !common::module_only("the module's own propagation of effects (filter, backlog, events)") {
+        return;
+    }
     // `loadmodule <path> propagate-always`: no filter, no skipping.
     let path = common::module_path();
     let server = Server::start_without_module(&[

@@ -384,6 +384,9 @@ fn bad_arguments_and_wrong_types_are_refused_without_writing() {
 
 #[test]
 fn slidinglog_is_not_flagged_fast_and_all_take_the_key_at_position_one() {
+    if !common::module_only("COMMAND INFO of the module's commands") {
+        return;
+    }
     let server = Server::start();
     let mut con = server.connect();
     for name in [

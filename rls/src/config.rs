@@ -147,9 +147,17 @@ pub struct Rule {
     /// [`Rule::module_limit`], computed once when the rule is built
     /// ([`Rule::with_module_args`]) rather than on every request.
     pub module_args: Option<Arc<[String]>>,
+    /// The rule's place in [`Config::rules`] ([`Rule::OVERRIDE`] for a
+    /// request's override): where its statistics are kept.
+    pub id: usize,
+    /// `full_key` split: the domain, then one part per level.
+    pub stat_parts: Vec<String>,
 }
 
 impl Rule {
+    /// The [`Rule::id`] of a request's `limit` override (not in the configuration).
+    pub const OVERRIDE: usize = usize::MAX;
+
     /// This rule with its [`Rule::module_args`] filled in.
     pub fn with_module_args(mut self) -> Rule {
         self.module_args = self.module_limit().map(Arc::from);
@@ -196,6 +204,9 @@ pub struct Match {
     /// Per entry, the wildcard pattern that replaces its value in the Redis
     /// key (`share_threshold`), else `None`.
     pub shared_values: Vec<Option<String>>,
+    /// Whether `stat_parts` are the rule's own (`rule.stat_parts`), not
+    /// named after the request's values (`detailed_metric`, `value_to_metric`).
+    pub static_stats: bool,
 }
 
 // ---- The YAML, as envoyproxy/ratelimit reads it ----
@@ -225,7 +236,7 @@ impl Config {
     pub fn from_yaml(files: &[(String, String)]) -> Result<Config, ConfigError> {
         let mut config = Config::default();
         for (file, text) in files {
-            let root: YamlRoot = serde_yaml::from_str(text)
+            let root: YamlRoot = serde_yaml_ng::from_str(text)
                 .map_err(|e| error(file, format!("error loading config file: {e}")))?;
             if root.domain.is_empty() {
                 return Err(error(file, "config file cannot have empty domain"));
@@ -242,6 +253,7 @@ impl Config {
                 file,
                 &mut node,
                 &prefix,
+                std::slice::from_ref(&root.domain),
                 root.descriptors.as_deref().unwrap_or(&[]),
                 &mut config.rules,
             )?;
@@ -260,6 +272,11 @@ impl Config {
         &self.rules
     }
 
+    /// Whether the configuration has this domain.
+    pub fn has_domain(&self, domain: &str) -> bool {
+        self.domains.contains_key(domain)
+    }
+
     /// The rule for one descriptor (its `(key, value)` entries), as
     /// envoyproxy/ratelimit's `GetLimit` finds it; `None`: no limit applies.
     pub fn get_limit(&self, domain: &str, entries: &[(&str, &str)]) -> Option<Match> {
@@ -269,6 +286,7 @@ impl Config {
         let mut detailed = vec![domain.to_string()];
         let mut valued = vec![domain.to_string()];
         let mut shared_values: Vec<Option<String>> = vec![None; entries.len()];
+        let mut static_stats = true;
         for (i, (key, value)) in entries.iter().enumerate() {
             let key_value = format!("{key}_{value}");
             detailed.push(key_value.clone());
@@ -299,11 +317,13 @@ impl Config {
                         shared_values[i] = Some(pattern_value.clone());
                         Some(pattern_value)
                     } else if n.value_to_metric {
+                        static_stats = false;
                         Some(value.to_string())
                     } else {
                         Some(pattern_value)
                     }
                 } else if by_value || n.value_to_metric {
+                    static_stats &= by_value;
                     Some(value.to_string())
                 } else {
                     None
@@ -333,6 +353,7 @@ impl Config {
             valued
         };
         Some(Match {
+            static_stats: static_stats && !rule.detailed_metric,
             rule,
             stat_parts,
             shared_values,

@@ -13,14 +13,17 @@ pub mod settings;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tonic_health::server::HealthReporter;
+use tonic_health::ServingStatus;
 
+use crate::backend::Limiter;
 use crate::config::Config;
 use crate::service::{Service, Shared};
 use crate::settings::Settings;
@@ -41,24 +44,76 @@ pub struct Running {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    tasks: Vec<JoinHandle<()>>,
+    /// `grpc.health.v1.Health`'s statuses.
+    pub health: HealthReporter,
+    stop_grpc: Option<oneshot::Sender<()>>,
+    stop_http: Option<oneshot::Sender<()>>,
+    grpc: Option<JoinHandle<()>>,
+    http: Option<JoinHandle<()>>,
+    background: Vec<JoinHandle<()>>,
 }
 
 impl Running {
-    /// Waits until the gRPC server ends.
-    pub async fn wait(mut self) {
-        if let Some(grpc) = self.tasks.first_mut() {
+    /// Waits until the gRPC server ends (it fails, or a shutdown ends it).
+    pub async fn wait(&mut self) {
+        if let Some(grpc) = self.grpc.as_mut() {
             let _ = grpc.await;
+            self.grpc = None;
         }
     }
 
-    /// Stops serving.
-    pub fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
+    /// Stops gracefully, as envoy's service does: health turns NOT_SERVING
+    /// (gRPC) and 503 (`/healthcheck`), the gRPC port stops accepting, and
+    /// the requests in flight are answered, waiting at most `drain`; then
+    /// everything stops. Whether every request in flight was answered.
+    pub async fn shutdown(&mut self, drain: Duration) -> bool {
+        self.shared.draining.store(true, Ordering::SeqCst);
+        self.health
+            .set_service_status("", ServingStatus::NotServing)
+            .await;
+        self.health
+            .set_not_serving::<RateLimitServiceServer<Service>>()
+            .await;
+        if let Some(stop) = self.stop_grpc.take() {
             let _ = stop.send(());
         }
-        for task in &self.tasks {
+        let drained = match self.grpc.take() {
+            Some(mut grpc) => match tokio::time::timeout(drain, &mut grpc).await {
+                Ok(_) => true,
+                Err(_) => {
+                    grpc.abort();
+                    false
+                }
+            },
+            None => true,
+        };
+        tracing::info!(drained, "gRPC stopped");
+        if let Some(stop) = self.stop_http.take() {
+            let _ = stop.send(());
+        }
+        if let Some(mut http) = self.http.take() {
+            if tokio::time::timeout(Duration::from_secs(1), &mut http)
+                .await
+                .is_err()
+            {
+                http.abort();
+            }
+        }
+        self.stop();
+        drained
+    }
+
+    /// Stops at once: every task is aborted.
+    pub fn stop(&mut self) {
+        self.stop_grpc.take();
+        self.stop_http.take();
+        for task in self
+            .grpc
+            .take()
+            .into_iter()
+            .chain(self.http.take())
+            .chain(self.background.drain(..))
+        {
             task.abort();
         }
     }
@@ -71,15 +126,23 @@ impl Drop for Running {
 }
 
 /// Loads the configuration, binds both addresses (port 0: any free port)
-/// and serves in the background.
+/// and serves in the background, deciding in Redis.
 pub async fn start(settings: &Settings) -> Result<Running, StartError> {
-    let files = config::read_files(&settings.config)?;
-    let config = Config::from_yaml(&files)?;
-    let backend = backend::Backend::new(
+    let backend = backend::Redis::new(
         &settings.redis_url,
         settings.redis_cluster,
         settings.redis_timeout(),
     )?;
+    start_with(settings, Arc::new(backend)).await
+}
+
+/// [`start`] with another [`Limiter`] (tests).
+pub async fn start_with(
+    settings: &Settings,
+    backend: Arc<dyn Limiter>,
+) -> Result<Running, StartError> {
+    let files = config::read_files(&settings.config)?;
+    let config = Config::from_yaml(&files)?;
     tracing::info!(
         config = %settings.config.display(),
         rules = config.rules().len(),
@@ -87,32 +150,15 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         cluster = settings.redis_cluster,
         "configuration loaded"
     );
-    let shared = Arc::new(Shared {
-        config: RwLock::new(Arc::new(config)),
-        backend,
-        metrics: Default::default(),
-        failure_mode: settings.failure_mode,
-        key_prefix: settings.key_prefix.clone(),
-        hash_tag_keys: settings
-            .hash_tag_keys
-            .iter()
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty())
-            .collect(),
-        near_limit_ratio: settings.near_limit_ratio,
-        global_shadow_mode: settings.global_shadow_mode,
-        response_headers: settings.response_headers,
-    });
-    shared
-        .metrics
-        .config_load_success
-        .fetch_add(1, Ordering::Relaxed);
+    let shared = Arc::new(Shared::new(settings, config, backend));
+    shared.metrics.config_load_success.increment(1);
 
     let grpc_listener = TcpListener::bind(settings.grpc_addr).await?;
     let grpc_addr = grpc_listener.local_addr()?;
     let http_listener = TcpListener::bind(settings.http_addr).await?;
     let http_addr = http_listener.local_addr()?;
-    let (stop, stopped) = oneshot::channel::<()>();
+    let (stop_grpc, grpc_stopped) = oneshot::channel::<()>();
+    let (stop_http, http_stopped) = oneshot::channel::<()>();
     let incoming =
         tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true));
     let service = RateLimitServiceServer::new(Service {
@@ -120,9 +166,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     });
     // grpc.health.v1.Health, for Envoy's gRPC health checks of the cluster.
     let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_service_status("", tonic_health::ServingStatus::Serving)
-        .await;
+    health.set_service_status("", ServingStatus::Serving).await;
     health
         .set_serving::<RateLimitServiceServer<Service>>()
         .await;
@@ -131,26 +175,44 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
             .add_service(health_service)
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, async {
-                let _ = stopped.await;
+                let _ = grpc_stopped.await;
             })
             .await;
         if let Err(e) = result {
             tracing::error!(error = %e, "gRPC server failed");
         }
     });
-    let http = tokio::spawn(http::serve(http_listener, shared.clone()));
-    let reload = tokio::spawn(reload::watch(
+    let http = tokio::spawn(http::serve(http_listener, shared.clone(), async {
+        let _ = http_stopped.await;
+    }));
+    let reload = reload::spawn(
         settings.config.clone(),
         Duration::from_millis(settings.reload_interval_ms.max(10)),
         shared.clone(),
         files,
-    ));
+    );
+    // Response times are drained into their histogram every few seconds,
+    // scraped or not.
+    let upkeep = tokio::spawn({
+        let shared = shared.clone();
+        async move {
+            let mut ticker = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                ticker.tick().await;
+                shared.metrics.run_upkeep();
+            }
+        }
+    });
     tracing::info!(grpc = %grpc_addr, http = %http_addr, "serving");
     Ok(Running {
         grpc_addr,
         http_addr,
         shared,
-        stop: Some(stop),
-        tasks: vec![grpc, http, reload],
+        health,
+        stop_grpc: Some(stop_grpc),
+        stop_http: Some(stop_http),
+        grpc: Some(grpc),
+        http: Some(http),
+        background: vec![reload, upkeep],
     })
 }

@@ -13,7 +13,7 @@ async fn main() -> std::process::ExitCode {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
-    let running = match ratelimit_rls::start(&settings).await {
+    let mut running = match ratelimit_rls::start(&settings).await {
         Ok(running) => running,
         Err(e) => {
             tracing::error!(error = %e, "cannot start");
@@ -29,9 +29,14 @@ async fn main() -> std::process::ExitCode {
         }
     };
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; stopping"),
-        _ = terminate => tracing::info!("terminated; stopping"),
-        _ = running.wait() => {}
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; draining"),
+        _ = terminate => tracing::info!("terminated; draining"),
+        _ = running.wait() => {
+            tracing::error!("the gRPC server ended");
+            return std::process::ExitCode::FAILURE;
+        }
     }
+    let drained = running.shutdown(settings.drain_timeout()).await;
+    tracing::info!(drained, "stopped");
     std::process::ExitCode::SUCCESS
 }

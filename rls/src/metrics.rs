@@ -1,14 +1,48 @@
-//! Counters, rendered in the Prometheus text format with envoyproxy/ratelimit's
-//! names: `ratelimit_service_rate_limit_<stat>{domain, key1, key2, …}` with
-//! `<stat>` one of total_hits, over_limit, near_limit, within_limit,
-//! shadow_mode (envoy's default statsd → Prometheus mapping).
+//! The service's statistics, in the Prometheus text format (`metrics` and
+//! `metrics-exporter-prometheus`), under the names envoyproxy/ratelimit's
+//! statistics get from its default Prometheus mapping
+//! (`src/stats/prom/default_mapper.yaml` there), so that a dashboard
+//! written for envoy's service works unchanged:
+//!
+//! | envoy's statsd name | Prometheus |
+//! |---|---|
+//! | `ratelimit.service.rate_limit.<domain>.<key1>[.<key2>…].<stat>` | `ratelimit_service_rate_limit_<stat>{domain, key1[, key2]}` (stat: total_hits, over_limit, near_limit, within_limit, shadow_mode; levels past the second count under their `key2`) |
+//! | `ratelimit.service.call.should_rate_limit.{redis_error,service_error}` | `ratelimit_service_should_rate_limit_error{err_type}` |
+//! | `ratelimit_server.ShouldRateLimit.total_requests` | `ratelimit_service_total_requests{grpc_method}` |
+//! | `ratelimit_server.ShouldRateLimit.response_time` | `ratelimit_service_response_time_seconds{grpc_method}` (histogram, seconds) |
+//! | `ratelimit.service.rate_limit.<domain>.domain_not_found` | `ratelimit_service_rate_limit_<domain>_domain_not_found` (unmapped: the name escaped) |
+//! | `ratelimit.service.{config_load_success,config_load_error,global_shadow_mode}` | `ratelimit_service_…` |
+//!
+//! Counters of our own are named `ratelimit_rls_…`. Every handle is looked
+//! up once (a rule's on its first hit after a configuration load), then
+//! updated with atomics: no lock on the request path.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use metrics::{Counter, Histogram, Key, Label, Level, Metadata, Recorder};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+
+/// `ratelimit_service_response_time_seconds`'s buckets: the Prometheus
+/// client's defaults, as envoy's exporter uses them.
+const RESPONSE_TIME_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+const RESPONSE_TIME: &str = "ratelimit_service_response_time_seconds";
+
+static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
 
 /// One rule's counters (in hits: a request of `hits_addend` n counts n).
+#[derive(Clone)]
+pub struct RuleStats {
+    pub total_hits: Counter,
+    pub over_limit: Counter,
+    pub near_limit: Counter,
+    pub within_limit: Counter,
+    pub shadow_mode: Counter,
+}
+
+/// A rule's counter values (tests, benchmarks).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RuleCounts {
     pub total_hits: u64,
@@ -18,120 +52,181 @@ pub struct RuleCounts {
     pub shadow_mode: u64,
 }
 
-/// Every counter of the service.
-#[derive(Debug, Default)]
+/// Every statistic of the service.
 pub struct Metrics {
-    /// By stat key parts: domain, then one part per descriptor entry.
-    rules: Mutex<BTreeMap<Vec<String>, RuleCounts>>,
-    pub requests: AtomicU64,
-    pub redis_errors: AtomicU64,
-    pub redis_timeouts: AtomicU64,
-    pub service_errors: AtomicU64,
-    pub global_shadow_mode: AtomicU64,
-    pub config_load_success: AtomicU64,
-    pub config_load_error: AtomicU64,
-    pub failure_mode_answers: AtomicU64,
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    /// `ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}`.
+    pub total_requests: Counter,
+    /// `ratelimit_service_response_time_seconds{grpc_method="ShouldRateLimit"}`.
+    pub response_time: Histogram,
+    /// `ratelimit_service_should_rate_limit_error{err_type="redis_error"}`:
+    /// requests whose decision Redis failed (an error or no answer in time).
+    pub redis_error: Counter,
+    /// `…{err_type="service_error"}`: requests refused as invalid.
+    pub service_error: Counter,
+    pub global_shadow_mode: Counter,
+    pub config_load_success: Counter,
+    pub config_load_error: Counter,
+    /// Ours: `ratelimit_rls_redis_timeout`, the Redis failures that were no
+    /// answer within `REDIS_TIMEOUT_MS` (also counted in `redis_error`).
+    pub redis_timeout: Counter,
+    /// Ours: `ratelimit_rls_failure_mode_answers`, requests answered by
+    /// `RLS_FAILURE_MODE=open|closed` when Redis failed.
+    pub failure_mode_answers: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
 }
 
 impl Metrics {
-    /// Adds to a rule's counters.
-    pub fn add(&self, stat_parts: &[String], counts: RuleCounts) {
-        let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = match rules.get_mut(stat_parts) {
-            Some(entry) => entry,
-            None => rules.entry(stat_parts.to_vec()).or_default(),
+    pub fn new() -> Metrics {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full(RESPONSE_TIME.into()), &RESPONSE_TIME_BUCKETS)
+            .map(PrometheusBuilder::build_recorder)
+            .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
+        let handle = recorder.handle();
+        let counter = |name: &'static str, labels: &[(&'static str, &'static str)]| {
+            let labels: Vec<Label> = labels.iter().map(|&(k, v)| Label::new(k, v)).collect();
+            recorder.register_counter(&Key::from_parts(name, labels), &METADATA)
         };
-        entry.total_hits += counts.total_hits;
-        entry.over_limit += counts.over_limit;
-        entry.near_limit += counts.near_limit;
-        entry.within_limit += counts.within_limit;
-        entry.shadow_mode += counts.shadow_mode;
+        let method = [("grpc_method", "ShouldRateLimit")];
+        let error = "ratelimit_service_should_rate_limit_error";
+        let m = Metrics {
+            total_requests: counter("ratelimit_service_total_requests", &method),
+            response_time: recorder.register_histogram(
+                &Key::from_parts(RESPONSE_TIME, vec![Label::new(method[0].0, method[0].1)]),
+                &METADATA,
+            ),
+            redis_error: counter(error, &[("err_type", "redis_error")]),
+            service_error: counter(error, &[("err_type", "service_error")]),
+            global_shadow_mode: counter("ratelimit_service_global_shadow_mode", &[]),
+            config_load_success: counter("ratelimit_service_config_load_success", &[]),
+            config_load_error: counter("ratelimit_service_config_load_error", &[]),
+            redis_timeout: counter("ratelimit_rls_redis_timeout", &[]),
+            failure_mode_answers: counter("ratelimit_rls_failure_mode_answers", &[]),
+            recorder,
+            handle,
+        };
+        // Shown at 0 from the start.
+        for c in [&m.total_requests, &m.redis_error, &m.service_error] {
+            c.increment(0);
+        }
+        m
     }
 
-    /// A rule's counters by its stat key (`domain.key_value…`).
-    pub fn rule(&self, stat_key: &str) -> RuleCounts {
-        let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        rules
+    /// The counters of a rule's stat key (`domain`, then one part per
+    /// level): labels `domain`, `key1` and, from two levels, `key2`, as
+    /// envoy's mapping gives them (`:` and `|` become `_`, as envoy
+    /// sanitizes stat names).
+    pub fn rule_stats(&self, parts: &[String]) -> RuleStats {
+        let labels: Vec<Label> = ["domain", "key1", "key2"]
             .iter()
-            .find(|(parts, _)| parts.join(".") == stat_key)
-            .map(|(_, c)| *c)
-            .unwrap_or_default()
+            .zip(parts)
+            .map(|(&name, value)| Label::new(name, sanitize(value)))
+            .collect();
+        let counter = |stat: &'static str| {
+            self.recorder
+                .register_counter(&Key::from_parts(stat, labels.clone()), &METADATA)
+        };
+        RuleStats {
+            total_hits: counter("ratelimit_service_rate_limit_total_hits"),
+            over_limit: counter("ratelimit_service_rate_limit_over_limit"),
+            near_limit: counter("ratelimit_service_rate_limit_near_limit"),
+            within_limit: counter("ratelimit_service_rate_limit_within_limit"),
+            shadow_mode: counter("ratelimit_service_rate_limit_shadow_mode"),
+        }
+    }
+
+    /// Counts a request's descriptor for a domain the configuration does
+    /// not have: `ratelimit_service_rate_limit_<domain>_domain_not_found`.
+    pub fn domain_not_found(&self, domain: &str) {
+        let name = format!(
+            "ratelimit_service_rate_limit_{}_domain_not_found",
+            escape_name(domain)
+        );
+        self.recorder
+            .register_counter(&Key::from_name(name), &METADATA)
+            .increment(1);
+    }
+
+    /// Drains the response times recorded since the last call into the
+    /// histogram (call it every few seconds: unscraped samples are kept
+    /// until then).
+    pub fn run_upkeep(&self) {
+        self.handle.run_upkeep();
     }
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        type Field = fn(&RuleCounts) -> u64;
-        let stats: [(&str, Field); 5] = [
-            ("total_hits", |c| c.total_hits),
-            ("over_limit", |c| c.over_limit),
-            ("near_limit", |c| c.near_limit),
-            ("within_limit", |c| c.within_limit),
-            ("shadow_mode", |c| c.shadow_mode),
-        ];
-        for (stat, field) in stats {
-            let _ = writeln!(out, "# TYPE ratelimit_service_rate_limit_{stat} counter");
-            for (parts, counts) in rules.iter() {
-                let _ = write!(out, "ratelimit_service_rate_limit_{stat}{{");
-                for (i, part) in parts.iter().enumerate() {
-                    let name = if i == 0 {
-                        "domain".to_string()
-                    } else {
-                        format!("key{i}")
-                    };
-                    let sep = if i == 0 { "" } else { "," };
-                    let _ = write!(out, "{sep}{name}=\"{}\"", escape(part));
-                }
-                let _ = writeln!(out, "}} {}", field(counts));
-            }
+        self.handle.render()
+    }
+
+    /// A counter's value by name and labels, read from [`Metrics::render`]
+    /// (tests and benchmarks); 0 when absent.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        let mut series = name.to_string();
+        if !labels.is_empty() {
+            let inner: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+                .collect();
+            series = format!("{series}{{{}}}", inner.join(","));
         }
-        drop(rules);
-        let plain = [
-            ("ratelimit_service_should_rate_limit_total", &self.requests),
-            (
-                "ratelimit_service_should_rate_limit_redis_error",
-                &self.redis_errors,
-            ),
-            (
-                "ratelimit_service_should_rate_limit_redis_timeout",
-                &self.redis_timeouts,
-            ),
-            (
-                "ratelimit_service_should_rate_limit_service_error",
-                &self.service_errors,
-            ),
-            (
-                "ratelimit_service_failure_mode_answers",
-                &self.failure_mode_answers,
-            ),
-            (
-                "ratelimit_service_global_shadow_mode",
-                &self.global_shadow_mode,
-            ),
-            (
-                "ratelimit_service_config_load_success",
-                &self.config_load_success,
-            ),
-            (
-                "ratelimit_service_config_load_error",
-                &self.config_load_error,
-            ),
-        ];
-        for (name, value) in plain {
-            let _ = writeln!(out, "# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        self.render()
+            .lines()
+            .find_map(|l| l.strip_prefix(&series)?.strip_prefix(' '))
+            .and_then(|v| {
+                let v = v.trim();
+                v.parse::<u64>()
+                    .ok()
+                    .or_else(|| v.parse::<f64>().ok().map(|f| f as u64))
+            })
+            .unwrap_or(0)
+    }
+
+    /// A rule's counters by its stat key (`domain.key_value…`; tests: parts
+    /// must not hold a `.`).
+    pub fn rule(&self, stat_key: &str) -> RuleCounts {
+        let parts: Vec<&str> = stat_key.split('.').collect();
+        let labels: Vec<(&str, String)> = ["domain", "key1", "key2"]
+            .iter()
+            .zip(&parts)
+            .map(|(&k, v)| (k, sanitize(v)))
+            .collect();
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let stat = |s: &str| self.value(&format!("ratelimit_service_rate_limit_{s}"), &labels);
+        RuleCounts {
+            total_hits: stat("total_hits"),
+            over_limit: stat("over_limit"),
+            near_limit: stat("near_limit"),
+            within_limit: stat("within_limit"),
+            shadow_mode: stat("shadow_mode"),
         }
-        out
     }
 }
 
-/// A Prometheus label value: `\`, `"` and newlines escaped.
-fn escape(value: &str) -> String {
+/// envoy's `SanitizeStatName`: `:` and `|` become `_`.
+fn sanitize(value: &str) -> String {
+    value.replace([':', '|'], "_")
+}
+
+/// A metric name part as statsd_exporter escapes an unmapped name: every
+/// character but `[A-Za-z0-9_]` becomes `_`.
+fn escape_name(value: &str) -> String {
     value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -139,38 +234,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renders_envoys_names_with_one_label_per_level() {
-        let m = Metrics::default();
-        let parts = vec![
+    fn renders_envoys_names_and_labels() {
+        let m = Metrics::new();
+        let parts: Vec<String> = vec![
             "messaging".into(),
             "message_type_marketing".into(),
             "to_number".into(),
         ];
-        m.add(
-            &parts,
+        let s = m.rule_stats(&parts);
+        s.total_hits.increment(3);
+        s.over_limit.increment(1);
+        // Looked up again (a reload): the same series.
+        m.rule_stats(&parts).total_hits.increment(2);
+        // A third level counts under its key2, as envoy's mapping has it.
+        let mut deeper = parts.clone();
+        deeper.push("x".into());
+        m.rule_stats(&deeper).within_limit.increment(2);
+        m.redis_error.increment(1);
+        m.total_requests.increment(4);
+        m.response_time.record(0.003);
+        m.domain_not_found("foo-domain");
+        let text = m.render();
+        for line in [
+            "ratelimit_service_rate_limit_total_hits{domain=\"messaging\",key1=\"message_type_marketing\",key2=\"to_number\"} 5",
+            "ratelimit_service_rate_limit_over_limit{domain=\"messaging\",key1=\"message_type_marketing\",key2=\"to_number\"} 1",
+            "ratelimit_service_rate_limit_within_limit{domain=\"messaging\",key1=\"message_type_marketing\",key2=\"to_number\"} 2",
+            "ratelimit_service_should_rate_limit_error{err_type=\"redis_error\"} 1",
+            "ratelimit_service_should_rate_limit_error{err_type=\"service_error\"} 0",
+            "ratelimit_service_total_requests{grpc_method=\"ShouldRateLimit\"} 4",
+            "ratelimit_service_response_time_seconds_bucket{grpc_method=\"ShouldRateLimit\",le=\"0.005\"} 1",
+            "ratelimit_service_response_time_seconds_count{grpc_method=\"ShouldRateLimit\"} 1",
+            "ratelimit_service_rate_limit_foo_domain_domain_not_found 1",
+            "# TYPE ratelimit_service_response_time_seconds histogram",
+            "# TYPE ratelimit_service_rate_limit_total_hits counter",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
+        assert_eq!(
+            m.rule("messaging.message_type_marketing.to_number"),
             RuleCounts {
-                total_hits: 3,
+                total_hits: 5,
                 over_limit: 1,
-                ..Default::default()
-            },
-        );
-        m.add(
-            &parts,
-            RuleCounts {
-                total_hits: 2,
                 within_limit: 2,
                 ..Default::default()
-            },
+            }
         );
-        let text = m.render();
-        assert!(text.contains(
-            "ratelimit_service_rate_limit_total_hits{domain=\"messaging\",key1=\"message_type_marketing\",key2=\"to_number\"} 5"
-        ), "{text}");
-        assert!(text.contains("ratelimit_service_rate_limit_over_limit{domain=\"messaging\",key1=\"message_type_marketing\",key2=\"to_number\"} 1"));
-        assert_eq!(
-            m.rule("messaging.message_type_marketing.to_number")
-                .within_limit,
-            2
-        );
+    }
+
+    #[test]
+    fn label_values_are_sanitized_as_envoy_does() {
+        let m = Metrics::new();
+        let parts: Vec<String> = vec!["d".into(), "ip_2001:db8::1".into()];
+        m.rule_stats(&parts).total_hits.increment(1);
+        assert!(m.render().contains(
+            "ratelimit_service_rate_limit_total_hits{domain=\"d\",key1=\"ip_2001_db8__1\"} 1"
+        ));
     }
 }

@@ -8,6 +8,9 @@ use std::time::Duration;
 /// What to answer when Redis fails or does not answer within the timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FailureMode {
+    /// gRPC `UNAVAILABLE`, as envoy's service: Envoy's `failure_mode_deny`
+    /// decides, and Envoy counts the failure (`ratelimit.error`).
+    Unavailable,
     /// Allow the request (`OK`), as if no limit applied.
     Open,
     /// Refuse the request (`OVER_LIMIT`).
@@ -51,12 +54,14 @@ pub struct Settings {
     pub redis_cluster: bool,
 
     /// The most one decision waits for Redis (connecting included), in ms; then
-    /// the failure mode answers.
+    /// the failure mode applies.
     #[arg(long, env = "REDIS_TIMEOUT_MS", default_value_t = 100)]
     pub redis_timeout_ms: u64,
 
-    /// What to answer when Redis fails or times out: open (OK) or closed (OVER_LIMIT).
-    #[arg(long, env = "RLS_FAILURE_MODE", value_enum, default_value_t = FailureMode::Open)]
+    /// When Redis fails or times out: unavailable (a gRPC UNAVAILABLE error, as
+    /// envoy's service; Envoy's failure_mode_deny decides), or answer ourselves:
+    /// open (OK) or closed (OVER_LIMIT).
+    #[arg(long, env = "RLS_FAILURE_MODE", value_enum, default_value_t = FailureMode::Unavailable)]
     pub failure_mode: FailureMode,
 
     /// The prefix of every Redis key.
@@ -68,9 +73,15 @@ pub struct Settings {
     #[arg(long, env = "RLS_HASH_TAG_KEYS", value_delimiter = ',')]
     pub hash_tag_keys: Vec<String>,
 
-    /// How often the configuration is checked for changes, in ms.
+    /// The configuration is watched for changes (inotify); where the system
+    /// cannot watch it, it is read again at this interval, in ms.
     #[arg(long, env = "RLS_RELOAD_INTERVAL_MS", default_value_t = 1000)]
     pub reload_interval_ms: u64,
+
+    /// On SIGTERM or Ctrl-C: the most the requests in flight are waited for,
+    /// in ms (health turns NOT_SERVING and /healthcheck 503 meanwhile).
+    #[arg(long, env = "RLS_DRAIN_TIMEOUT_MS", default_value_t = 10_000)]
+    pub drain_timeout_ms: u64,
 
     /// The near_limit statistic counts hits above this share of a limit.
     #[arg(long, env = "NEAR_LIMIT_RATIO", default_value_t = 0.8)]
@@ -97,5 +108,9 @@ pub struct Settings {
 impl Settings {
     pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms.max(1))
+    }
+
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_millis(self.drain_timeout_ms)
     }
 }

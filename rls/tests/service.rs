@@ -456,8 +456,7 @@ async fn hot_reload_and_a_bad_file_keeps_the_old_config() {
         .running
         .shared
         .metrics
-        .config_load_error
-        .load(std::sync::atomic::Ordering::Relaxed)
+        .value("ratelimit_service_config_load_error", &[])
         == 0
     {
         assert!(Instant::now() < deadline, "the bad file was not noticed");
@@ -475,10 +474,11 @@ async fn hot_reload_and_a_bad_file_keeps_the_old_config() {
     );
 }
 
-/// Redis down: fail open (OK) or closed (OVER_LIMIT); a hung Redis answers
-/// within the timeout.
+/// Redis down: gRPC UNAVAILABLE by default (as envoy's service: Envoy's
+/// failure_mode_deny decides), or fail open (OK) or closed (OVER_LIMIT); a
+/// hung Redis answers within the timeout, and every timeout is counted.
 #[tokio::test]
-async fn redis_down_or_hung_answers_the_failure_mode_within_the_timeout() {
+async fn redis_down_or_hung_is_unavailable_or_the_failure_mode_within_the_timeout() {
     let yaml =
         "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 2}\n";
     let req = || request("d", vec![desc(&[("k", "x")])]);
@@ -486,10 +486,20 @@ async fn redis_down_or_hung_answers_the_failure_mode_within_the_timeout() {
     let down = format!("redis://127.0.0.1:{}", free_port());
     let rls = Rls::start(&down, yaml, &[]).await;
     let mut client = rls.client().await;
-    let r = call(&mut client, req()).await;
-    assert_eq!((r.overall_code, r.statuses[0].code), (OK, OK));
+    let err = client.should_rate_limit(req()).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
     let (code, body) = rls.http_get("/healthcheck").await;
     assert_eq!(code, 503, "{body}");
+    let (_, body) = rls.http_get("/metrics").await;
+    assert!(
+        body.contains("ratelimit_service_should_rate_limit_error{err_type=\"redis_error\"} 1"),
+        "{body}"
+    );
+    drop(rls);
+    let rls = Rls::start(&down, yaml, &["--failure-mode", "open"]).await;
+    let mut client = rls.client().await;
+    let r = call(&mut client, req()).await;
+    assert_eq!((r.overall_code, r.statuses[0].code), (OK, OK));
     drop(rls);
     let rls = Rls::start(&down, yaml, &["--failure-mode", "closed"]).await;
     let mut client = rls.client().await;
@@ -505,7 +515,11 @@ async fn redis_down_or_hung_answers_the_failure_mode_within_the_timeout() {
             streams.push(s);
         }
     });
-    for (mode, expected) in [("open", OK), ("closed", OVER_LIMIT)] {
+    for (mode, expected) in [
+        ("unavailable", None),
+        ("open", Some(OK)),
+        ("closed", Some(OVER_LIMIT)),
+    ] {
         let rls = Rls::start(
             &hung_url,
             yaml,
@@ -513,17 +527,121 @@ async fn redis_down_or_hung_answers_the_failure_mode_within_the_timeout() {
         )
         .await;
         let mut client = rls.client().await;
-        for _ in 0..3 {
+        for _ in 0..6 {
             let started = Instant::now();
-            let r = call(&mut client, req()).await;
+            let r = client.should_rate_limit(req()).await;
             let took = started.elapsed();
-            assert_eq!(r.overall_code, expected, "{mode}");
+            match expected {
+                Some(code) => assert_eq!(r.unwrap().into_inner().overall_code, code, "{mode}"),
+                None => assert_eq!(r.unwrap_err().code(), tonic::Code::Unavailable),
+            }
             assert!(took < Duration::from_secs(1), "{mode}: took {took:?}");
         }
         let m = &rls.running.shared.metrics;
-        assert!(m.redis_timeouts.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+        assert_eq!(
+            m.value("ratelimit_rls_redis_timeout", &[]),
+            6,
+            "{mode}: every timeout counted"
+        );
+        assert_eq!(
+            m.value(
+                "ratelimit_service_should_rate_limit_error",
+                &[("err_type", "redis_error")]
+            ),
+            6,
+            "{mode}"
+        );
     }
     held.abort();
+}
+
+/// Issue 29: ten hits on a 10/hour key, then a hits_addend the module cannot
+/// take (2^63 − 1, 2^63, 2^64 − 1): OVER_LIMIT on every algorithm, alone and
+/// with another descriptor (which takes nothing), counted in over_limit and
+/// never as a Redis error.
+#[tokio::test]
+async fn a_huge_hits_addend_is_over_the_limit_on_every_algorithm() {
+    let redis = Redis::start();
+    let yaml = "domain: d
+descriptors:
+  - key: fixed_window
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: sliding_window
+    rate_limit: {unit: hour, requests_per_unit: 10, algorithm: sliding_window}
+  - key: sliding_log
+    rate_limit: {unit: hour, requests_per_unit: 10, algorithm: sliding_log}
+  - key: token_bucket
+    rate_limit: {unit: hour, requests_per_unit: 10, algorithm: token_bucket}
+  - key: gcra
+    rate_limit: {unit: hour, requests_per_unit: 10, algorithm: gcra}
+  - key: other
+    rate_limit: {unit: hour, requests_per_unit: 100}
+";
+    let rls = Rls::start(&redis.url(), yaml, &[]).await;
+    let mut client = rls.client().await;
+    let m = &rls.running.shared.metrics;
+    for algorithm in [
+        "fixed_window",
+        "sliding_window",
+        "sliding_log",
+        "token_bucket",
+        "gcra",
+    ] {
+        let r = call(
+            &mut client,
+            request("d", vec![desc_hits(&[(algorithm, "x")], 10)]),
+        )
+        .await;
+        assert_eq!(statuses(&r), vec![(OK, Some(10), 0)], "{algorithm}");
+        let mut over_limit = 0u64;
+        for hits in [i64::MAX as u64, 1 << 63, u64::MAX] {
+            for (i, key) in ["x", "fresh"].iter().enumerate() {
+                let key = format!("{key}{hits}");
+                let huge = desc_hits(&[(algorithm, if i == 0 { "x" } else { &key })], hits);
+                let remaining = if i == 0 { 0 } else { 10 };
+                let r = call(&mut client, request("d", vec![huge.clone()])).await;
+                assert_eq!(
+                    (r.overall_code, statuses(&r)),
+                    (OVER_LIMIT, vec![(OVER_LIMIT, Some(10), remaining)]),
+                    "{algorithm} {hits}"
+                );
+                let r = call(
+                    &mut client,
+                    request("d", vec![desc(&[("other", algorithm)]), huge]),
+                )
+                .await;
+                assert_eq!(r.overall_code, OVER_LIMIT, "{algorithm} {hits}");
+                assert_eq!(
+                    statuses(&r),
+                    vec![(OK, Some(100), 100), (OVER_LIMIT, Some(10), remaining)],
+                    "{algorithm} {hits}: the other descriptor takes nothing"
+                );
+                over_limit = over_limit.wrapping_add(hits).wrapping_add(hits);
+            }
+        }
+        assert_eq!(
+            m.rule(&format!("d.{algorithm}")).over_limit,
+            over_limit,
+            "{algorithm}"
+        );
+    }
+    assert_eq!(
+        m.value(
+            "ratelimit_service_should_rate_limit_error",
+            &[("err_type", "redis_error")]
+        ),
+        0
+    );
+    let r = call(
+        &mut client,
+        request("d", vec![desc_hits(&[("other", "gcra")], 0)]),
+    )
+    .await;
+    assert_eq!(
+        statuses(&r),
+        vec![(OK, Some(100), 100)],
+        "nothing taken from the other limit"
+    );
 }
 
 /// /metrics in envoy's names, /healthcheck, and the IETF headers.
@@ -562,8 +680,29 @@ async fn metrics_health_and_ietf_headers() {
     assert!(body.contains(
         "ratelimit_service_rate_limit_within_limit{domain=\"messaging\",key1=\"to_number\"} 1"
     ));
+    // envoy's names under its default Prometheus mapping (issue 29).
+    for line in [
+        "ratelimit_service_total_requests{grpc_method=\"ShouldRateLimit\"} 1",
+        "# TYPE ratelimit_service_response_time_seconds histogram",
+        "ratelimit_service_response_time_seconds_count{grpc_method=\"ShouldRateLimit\"} 1",
+        "ratelimit_service_should_rate_limit_error{err_type=\"redis_error\"} 0",
+        "ratelimit_service_should_rate_limit_error{err_type=\"service_error\"} 0",
+        "ratelimit_service_config_load_success 1",
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line} not in:\n{body}");
+    }
+    call(&mut client, request("nowhere", vec![desc(&[("a", "b")])])).await;
+    let (_, body) = rls.http_get("/metrics").await;
+    assert!(
+        body.contains("ratelimit_service_rate_limit_nowhere_domain_not_found 1"),
+        "{body}"
+    );
     let (code, body) = rls.http_get("/healthcheck").await;
     assert_eq!((code, body.as_str()), (200, "OK\n"));
+    // HEAD as GET without a body; unknown paths 404; other methods 405.
+    assert_eq!(rls.http("HEAD", "/metrics").await, (200, String::new()));
+    assert_eq!(rls.http_get("/nope").await.0, 404);
+    assert_eq!(rls.http("POST", "/metrics").await.0, 405);
     // gRPC health checking (grpc.health.v1), overall and for the service.
     let channel =
         tonic::transport::Channel::from_shared(format!("http://{}", rls.running.grpc_addr))
@@ -592,6 +731,59 @@ async fn metrics_health_and_ietf_headers() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    let (_, body) = rls.http_get("/metrics").await;
+    assert!(
+        body.contains("ratelimit_service_should_rate_limit_error{err_type=\"service_error\"} 1"),
+        "{body}"
+    );
+}
+
+/// The configuration is watched: a change is loaded at once, not at the
+/// next poll (here an hour away).
+#[tokio::test]
+async fn a_changed_file_is_loaded_at_once_without_polling() {
+    let redis = Redis::start();
+    let v1 =
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 2}\n";
+    let rls = Rls::start(&redis.url(), v1, &["--reload-interval-ms", "3600000"]).await;
+    let mut client = rls.client().await;
+    let req = || request("d", vec![desc_hits(&[("k", "x")], 0)]);
+    assert_eq!(
+        statuses(&call(&mut client, req()).await),
+        vec![(OK, Some(2), 2)]
+    );
+    // As editors and Kubernetes do: a new file renamed over the old one.
+    let next = rls.config_path.with_extension("tmp");
+    std::fs::write(
+        &next,
+        v1.replace("requests_per_unit: 2", "requests_per_unit: 7"),
+    )
+    .unwrap();
+    std::fs::rename(&next, &rls.config_path).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = statuses(&call(&mut client, req()).await);
+        if s == vec![(OK, Some(7), 7)] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not reloaded: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Written in place, too.
+    std::fs::write(
+        &rls.config_path,
+        v1.replace("requests_per_unit: 2", "requests_per_unit: 9"),
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = statuses(&call(&mut client, req()).await);
+        if s == vec![(OK, Some(9), 9)] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not reloaded: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A descriptor's `limit` override applies as a fixed window, as in envoy,

@@ -289,6 +289,16 @@ pub fn reset_command_stats() {
 #[cfg(debug_assertions)]
 entry_point!(rl_debugpanic, debug::SPEC);
 
+/// `RL.DEBUGCLOCK` replies `OK`, not a decision: its own body, not [`run`].
+#[cfg(debug_assertions)]
+extern "C" fn rl_debugclock(
+    ctx: *mut redis_module::raw::RedisModuleCtx,
+    argv: *mut *mut redis_module::raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    registry::dispatch(ctx, argv, argc, debug::clock)
+}
+
 /// Every command: its spec and its entry point.
 const COMMANDS: [(&Spec, EntryPoint); 9] = [
     (&gcra::SPEC, rl_gcra),
@@ -302,9 +312,13 @@ const COMMANDS: [(&Spec, EntryPoint); 9] = [
     (&policy_limit::SPEC, rl_limit),
 ];
 
-/// Debug builds also have `RL.DEBUGPANIC` (see [`debug`]); release builds none.
+/// Debug builds also have `RL.DEBUGPANIC` and `RL.DEBUGCLOCK` (see
+/// [`debug`]); release builds none.
 #[cfg(debug_assertions)]
-const DEBUG_COMMANDS: [(&Spec, EntryPoint); 1] = [(&debug::SPEC, rl_debugpanic)];
+const DEBUG_COMMANDS: [(&Spec, EntryPoint); 2] = [
+    (&debug::SPEC, rl_debugpanic),
+    (&debug::CLOCK_SPEC, rl_debugclock),
+];
 #[cfg(not(debug_assertions))]
 const DEBUG_COMMANDS: [(&Spec, EntryPoint); 0] = [];
 

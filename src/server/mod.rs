@@ -191,7 +191,17 @@ pub fn guard<T>(f: impl FnOnce() -> T, on_panic: impl FnOnce() -> T) -> T {
 /// top-level command started, so every call in one `MULTI`/`EXEC` or script
 /// sees the same instant, and it agrees with the clock the server uses for key
 /// expiry. On Redis 7.0 it is `RedisModule_Milliseconds() × 1000`.
+///
+/// Debug builds only: while `RL.DEBUGCLOCK` has fixed it ([`fix_clock_us`]),
+/// that value.
 pub fn clock_us() -> i64 {
+    #[cfg(debug_assertions)]
+    {
+        let fixed_us = FIXED_CLOCK_US.load(std::sync::atomic::Ordering::Relaxed);
+        if fixed_us != CLOCK_NOT_FIXED {
+            return fixed_us;
+        }
+    }
     // SAFETY: a plain read of a function pointer set at load.
     if let Some(cached_us) = unsafe { raw::RedisModule_CachedMicroseconds } {
         // SAFETY: callable at any time from the main thread.
@@ -203,6 +213,27 @@ pub fn clock_us() -> i64 {
         Some(ms) => unsafe { ms() }.saturating_mul(crate::time::US_PER_MS),
         None => 0, // unreachable: present since Redis 4; checked at load.
     }
+}
+
+/// Debug builds only: the value [`clock_us`] returns, or [`CLOCK_NOT_FIXED`]
+/// (the server's clock). Only the main thread sets it.
+#[cfg(debug_assertions)]
+static FIXED_CLOCK_US: std::sync::atomic::AtomicI64 =
+    std::sync::atomic::AtomicI64::new(CLOCK_NOT_FIXED);
+
+/// Debug builds only: [`FIXED_CLOCK_US`]'s "not fixed" (no caller can fix
+/// the clock at `i64::MIN` µs: `RL.DEBUGCLOCK` takes times from 0).
+#[cfg(debug_assertions)]
+const CLOCK_NOT_FIXED: i64 = i64::MIN;
+
+/// Debug builds only (`RL.DEBUGCLOCK`): fixes the value [`clock_us`] returns
+/// at `unix_us` (µs since the Unix epoch, at least 0), or, with `None`, gives
+/// the server's clock back. Lets the differential suite run the module and
+/// the Functions library (`NOW`) at the same instant.
+#[cfg(debug_assertions)]
+pub fn fix_clock_us(unix_us: Option<i64>) {
+    let value = unix_us.filter(|us| *us >= 0).unwrap_or(CLOCK_NOT_FIXED);
+    FIXED_CLOCK_US.store(value, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// `REDISMODULE_OK` as the server's `int`.

@@ -8,7 +8,16 @@
 //!   (default 10 s; valgrind needs longer);
 //! * `RATELIMIT_TEST_STOP_SECS` — when set, a dropped server gets `SIGTERM`
 //!   and that long to exit before `SIGKILL` (so that a server under valgrind
-//!   writes its error summary); by default it is killed at once.
+//!   writes its error summary); by default it is killed at once;
+//! * `RATELIMIT_ENGINE` — `module` (the default) or `functions`: the engine
+//!   the tests run against. With `functions`, [`Server::start`] and its
+//!   siblings start the server without the module and `FUNCTION LOAD` the
+//!   library (`functions/ratelimit.lua`, or `RATELIMIT_LIBRARY`), and
+//!   [`query`] (so [`call`], [`call_err`]) and [`cmd`] send `RL.X key …` as
+//!   `FCALL rl_x 1 key …` and `RL.ALL n k… …` as `FCALL rl_all n k… …`
+//!   ([`translate`]). Module-only tests call [`module_only`] first;
+//! * `RATELIMIT_LIBRARY` — path of the Functions library (default:
+//!   `functions/ratelimit.lua`).
 #![allow(dead_code)] // each test binary uses its own part of the harness
 
 use std::net::TcpListener;
@@ -29,6 +38,129 @@ pub fn module_path() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The engine under test (`RATELIMIT_ENGINE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The module's commands (`--loadmodule`).
+    Module,
+    /// The Functions library's (`FCALL`), on a server without the module.
+    Functions,
+}
+
+/// The engine the tests run against: `RATELIMIT_ENGINE=functions` or the
+/// module.
+pub fn engine() -> Engine {
+    match std::env::var("RATELIMIT_ENGINE").as_deref() {
+        Ok("functions") => Engine::Functions,
+        Ok("module") | Ok("") | Err(_) => Engine::Module,
+        Ok(other) => panic!("RATELIMIT_ENGINE={other}: expected module or functions"),
+    }
+}
+
+/// Whether a test that only makes sense for the module (policies, INFO,
+/// configs, module loading, RDB/AOF of module data, debug commands) runs:
+/// under `RATELIMIT_ENGINE=functions` it says it is skipped, and why, and
+/// the test returns.
+pub fn module_only(why: &str) -> bool {
+    if engine() == Engine::Functions {
+        eprintln!("skipped under RATELIMIT_ENGINE=functions (module-only: {why})");
+        return false;
+    }
+    true
+}
+
+/// The Functions library's source: `RATELIMIT_LIBRARY`, or
+/// `functions/ratelimit.lua`.
+pub fn library_source() -> String {
+    let path = std::env::var_os("RATELIMIT_LIBRARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("functions/ratelimit.lua"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("the library at {}: {e}", path.display()))
+}
+
+/// Loads (or replaces) the Functions library on a server.
+pub fn load_library(con: &mut redis::Connection) {
+    let name: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(library_source())
+        .query(con)
+        .unwrap_or_else(|e| panic!("FUNCTION LOAD of the library: {e}"));
+    assert_eq!(name, "ratelimit");
+}
+
+/// The library's function for a module command (`RL.GCRA` → `rl_gcra`), for
+/// the commands the library offers.
+pub fn function_of(command: &str) -> Option<&'static str> {
+    const PAIRS: [(&str, &str); 8] = [
+        ("RL.GCRA", "rl_gcra"),
+        ("RL.TOKENBUCKET", "rl_tokenbucket"),
+        ("RL.LEAKYBUCKET", "rl_leakybucket"),
+        ("RL.FIXEDWINDOW", "rl_fixedwindow"),
+        ("RL.SLIDINGWINDOW", "rl_slidingwindow"),
+        ("RL.SLIDINGLOG", "rl_slidinglog"),
+        ("CL.THROTTLE", "cl_throttle"),
+        ("RL.ALL", "rl_all"),
+    ];
+    PAIRS
+        .iter()
+        .find(|(c, _)| c.eq_ignore_ascii_case(command))
+        .map(|(_, f)| *f)
+}
+
+/// A command as the engine under test takes it: unchanged for the module;
+/// for the library, `RL.X key …` → `FCALL rl_x 1 key …` and
+/// `RL.ALL n k… …` → `FCALL rl_all n k… …` (other commands unchanged).
+/// `RL.X` without a key becomes `FCALL rl_x 0` (the library's error then
+/// differs from the module's arity error: tests of that skip).
+pub fn translate<'a>(args: &[&'a str]) -> Vec<std::borrow::Cow<'a, str>> {
+    use std::borrow::Cow;
+    let function = match (engine(), args.first().and_then(|c| function_of(c))) {
+        (Engine::Functions, Some(f)) => f,
+        _ => return args.iter().map(|a| Cow::Borrowed(*a)).collect(),
+    };
+    let mut out = vec![Cow::Borrowed("FCALL"), Cow::Borrowed(function)];
+    if function == "rl_all" {
+        // FCALL's own numkeys replaces RL.ALL's.
+        out.extend(args[1..].iter().map(|a| Cow::Borrowed(*a)));
+    } else {
+        out.push(Cow::Borrowed(if args.len() > 1 { "1" } else { "0" }));
+        out.extend(args[1..].iter().map(|a| Cow::Borrowed(*a)));
+    }
+    out
+}
+
+/// A `redis::Cmd` for `args`, translated for the engine under test
+/// ([`translate`]): for pipelines and for tests that build commands.
+pub fn cmd(args: &[&str]) -> redis::Cmd {
+    let words = translate(args);
+    let mut cmd = redis::cmd(&words[0]);
+    for a in &words[1..] {
+        cmd.arg(a.as_ref());
+    }
+    cmd
+}
+
+/// [`cmd`] for arguments that may not be UTF-8 (the command name is).
+pub fn cmd_bytes(name: &str, args: &[&[u8]]) -> redis::Cmd {
+    let head = translate(&[name, "key"]);
+    let mut cmd = redis::cmd(&head[0]);
+    // `translate` of `[name, "key"]`: the words before the key.
+    for a in &head[1..head.len() - 1] {
+        if a == "0" || a == "1" {
+            // numkeys: 1 when a key follows (RL.ALL is not built here).
+            cmd.arg(if args.is_empty() { "0" } else { "1" });
+        } else {
+            cmd.arg(a.as_ref());
+        }
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
 }
 
 /// The server binary.
@@ -86,11 +218,33 @@ impl Server {
         Server::start_in(dir, extra)
     }
 
-    /// A server whose working directory (RDB / AOF files) is `dir`.
+    /// A server whose working directory (RDB / AOF files) is `dir`, with the
+    /// engine under test: the module loaded, or (`RATELIMIT_ENGINE=functions`)
+    /// the library loaded on a server without the module.
     pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        if engine() == Engine::Functions {
+            let server = Server::launch(dir, &[], extra);
+            load_library(&mut server.connect());
+            return server;
+        }
         let module = module_path();
         let load: [&std::ffi::OsStr; 2] = ["--loadmodule".as_ref(), module.as_os_str()];
         Server::launch(dir, &load, extra)
+    }
+
+    /// A server with the module loaded, whatever the engine under test.
+    pub fn start_module(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let module = module_path();
+        let load: [&std::ffi::OsStr; 2] = ["--loadmodule".as_ref(), module.as_os_str()];
+        Server::launch(dir, &load, extra)
+    }
+
+    /// A server without the module, the Functions library loaded.
+    pub fn start_library(extra: &[&str]) -> Server {
+        let server = Server::start_without_module(extra);
+        load_library(&mut server.connect());
+        server
     }
 
     /// A server without the module (to `MODULE LOAD` it later).
@@ -124,10 +278,25 @@ impl Server {
         Server::launch(dir, &load, extra)
     }
 
+    /// A server of another binary (`EVAL_SERVER`, say), without the module.
+    pub fn start_binary(binary: &str, extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Server::launch_binary(binary, dir, &[], extra)
+    }
+
     fn launch(dir: tempfile::TempDir, load: &[&std::ffi::OsStr], extra: &[&str]) -> Server {
+        Server::launch_binary(&server_binary(), dir, load, extra)
+    }
+
+    fn launch_binary(
+        binary: &str,
+        dir: tempfile::TempDir,
+        load: &[&std::ffi::OsStr],
+        extra: &[&str],
+    ) -> Server {
         for _attempt in 0..5 {
             let port = free_port();
-            let mut child = Command::new(server_binary())
+            let mut child = Command::new(binary)
                 .arg("--port")
                 .arg(port.to_string())
                 .args([
@@ -296,16 +465,13 @@ pub fn error_text(e: &redis::RedisError) -> String {
     }
 }
 
-/// Runs any command.
+/// Runs any command (a limiter's translated for the engine under test:
+/// [`translate`]).
 pub fn query<T: redis::FromRedisValue>(
     con: &mut redis::Connection,
     args: &[&str],
 ) -> redis::RedisResult<T> {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(con)
+    cmd(args).query(con)
 }
 
 /// Each key's `DUMP` (value and encoding) and absolute expiry in ms; panics
@@ -333,6 +499,36 @@ pub fn wait_for_sync(replica: &mut redis::Connection) {
         assert!(Instant::now() < deadline, "replica did not sync:\n{info}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// How many writes the limiters made: the module's own counters
+/// (`INFO ratelimit`), or, for the library, the server's changes since the
+/// last save (each effect of a function counts).
+pub fn writes_counter(con: &mut redis::Connection) -> i64 {
+    match engine() {
+        Engine::Module => {
+            info_int(con, "ratelimit", "ratelimit_writes_propagated")
+                + info_int(con, "ratelimit", "ratelimit_writes_unpropagated")
+        }
+        Engine::Functions => info_int(con, "persistence", "rdb_changes_since_last_save"),
+    }
+}
+
+/// The sliding log's largest limit: the module's setting (`INFO
+/// ratelimit`), or the library's fixed default.
+pub fn sliding_log_max_limit(con: &mut redis::Connection) -> String {
+    match engine() {
+        Engine::Module => info_field(con, "ratelimit", "ratelimit_sliding_log_max_limit"),
+        Engine::Functions => "1000".to_string(),
+    }
+}
+
+/// The AOF's text, upper case, without the Functions library's source (a
+/// `FUNCTION LOAD` carries it, and it names the commands): what is left are
+/// the effects and any command that was logged.
+pub fn aof_text(dir: &std::path::Path) -> String {
+    let text = String::from_utf8_lossy(&aof_contents(dir)).to_uppercase();
+    text.replace(&library_source().to_uppercase(), "")
 }
 
 /// Every AOF file of a server directory, concatenated.

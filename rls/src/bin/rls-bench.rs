@@ -38,6 +38,11 @@ struct Args {
     /// The load generator's duration, s.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
+    /// Part 3: this many requests in flight at once (closed loop: each
+    /// stream sends its next request when its last one is answered), over
+    /// 4 gRPC connections, for `--seconds`; 0 skips it.
+    #[arg(long, default_value_t = 64)]
+    streams: u64,
     /// The server runs under `valgrind --tool=callgrind` with this pid:
     /// part 1 counts the whole server's instructions per decision (reading,
     /// parsing, executing, replying), and part 2 is skipped.
@@ -306,22 +311,7 @@ descriptors:
         let mut client = clients[(i % 4) as usize].clone();
         let user = (i % 1000).to_string();
         tasks.push(tokio::spawn(async move {
-            let entry = |k: &str, v: &str| RateLimitDescriptor {
-                entries: vec![Entry {
-                    key: k.into(),
-                    value: v.into(),
-                }],
-                ..Default::default()
-            };
-            let request = RateLimitRequest {
-                domain: "bench".into(),
-                descriptors: vec![
-                    entry("user", &user),
-                    entry("path", "/a"),
-                    entry("tenant", "t"),
-                ],
-                hits_addend: 0,
-            };
+            let request = bench_request(&user);
             let ok = client.should_rate_limit(request).await.is_ok();
             (due.elapsed(), ok)
         }));
@@ -335,6 +325,7 @@ descriptors:
     }
     let elapsed = started.elapsed().as_secs_f64();
     latencies.sort();
+    let failures_before = failures(&running);
     let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     println!(
         "\n## The service: 3 descriptors per request, {} requests/s offered for {} s (4 gRPC connections, loopback)\n",
@@ -342,7 +333,6 @@ descriptors:
     );
     println!("| decisions/s | p50 | p99 | p99.9 | max | errors | Redis failures |");
     println!("|---|---|---|---|---|---|---|");
-    let m = &running.shared.metrics;
     println!(
         "| {:.0} | {:?} | {:?} | {:?} | {:?} | {} | {} |",
         latencies.len() as f64 / elapsed,
@@ -351,8 +341,108 @@ descriptors:
         pct(0.999),
         latencies.last().copied().unwrap_or_default(),
         errors,
-        m.failure_mode_answers
-            .load(std::sync::atomic::Ordering::Relaxed)
+        failures_before
     );
+
+    // Part 3: as many requests in flight as streams, as fast as answered.
+    if args.streams > 0 {
+        let deadline = Instant::now() + Duration::from_secs(args.seconds);
+        let started = Instant::now();
+        let cpu_before = process_cpu_s();
+        let mut tasks = Vec::new();
+        let streams = args.streams;
+        for s in 0..streams {
+            let mut client = clients[(s % 4) as usize].clone();
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let mut errors = 0usize;
+                let mut i = s;
+                while Instant::now() < deadline {
+                    let request = bench_request(&(i % 1000).to_string());
+                    let sent = Instant::now();
+                    errors += usize::from(client.should_rate_limit(request).await.is_err());
+                    latencies.push(sent.elapsed());
+                    i += streams;
+                }
+                (latencies, errors)
+            }));
+        }
+        let mut latencies = Vec::new();
+        let mut errors = 0;
+        for t in tasks {
+            let (l, e) = t.await.unwrap();
+            latencies.extend(l);
+            errors += e;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let cpu_us = (process_cpu_s() - cpu_before) * 1e6 / latencies.len().max(1) as f64;
+        latencies.sort();
+        let pct =
+            |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+        println!(
+            "\n## The service: {} streams in flight (closed loop), 3 descriptors per request, {} s (4 gRPC connections, loopback)\n",
+            args.streams, args.seconds
+        );
+        println!("CPU per decision: the service and the load generator together (this process), not Redis.\n");
+        println!("| decisions/s | CPU µs per decision | p50 | p99 | p99.9 | max | errors | Redis failures |");
+        println!("|---|---|---|---|---|---|---|---|");
+        println!(
+            "| {:.0} | {:.0} | {:?} | {:?} | {:?} | {:?} | {} | {} |",
+            latencies.len() as f64 / elapsed,
+            cpu_us,
+            pct(0.5),
+            pct(0.99),
+            pct(0.999),
+            latencies.last().copied().unwrap_or_default(),
+            errors,
+            failures(&running) - failures_before
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// This process's CPU time (user + system), in seconds (`/proc/self/stat`).
+fn process_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // After the command name's closing parenthesis: fields 3…; utime and
+    // stime are fields 14 and 15, in clock ticks (100 per second on Linux).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The service's Redis failures so far.
+fn failures(running: &ratelimit_rls::Running) -> u64 {
+    running.shared.metrics.value(
+        "ratelimit_service_should_rate_limit_error",
+        &[("err_type", "redis_error")],
+    )
+}
+
+/// A request of 3 descriptors for `user`.
+fn bench_request(user: &str) -> RateLimitRequest {
+    let entry = |k: &str, v: &str| RateLimitDescriptor {
+        entries: vec![Entry {
+            key: k.into(),
+            value: v.into(),
+        }],
+        ..Default::default()
+    };
+    RateLimitRequest {
+        domain: "bench".into(),
+        descriptors: vec![
+            entry("user", user),
+            entry("path", "/a"),
+            entry("tenant", "t"),
+        ],
+        hits_addend: 0,
+    }
 }

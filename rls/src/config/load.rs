@@ -37,7 +37,7 @@ pub(super) struct YamlDescriptor {
     /// Envoy returns it as dynamic metadata; accepted and not used here.
     #[serde(default)]
     #[allow(dead_code)]
-    metadata: Option<serde_yaml::Value>,
+    metadata: Option<serde_yaml_ng::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -72,11 +72,11 @@ pub(super) struct YamlReplaces {
 /// does for a string field: `value: 123`), and `~` as empty.
 pub(super) fn scalar<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     use serde::de::Error;
-    match serde_yaml::Value::deserialize(d)? {
-        serde_yaml::Value::Null => Ok(String::new()),
-        serde_yaml::Value::String(s) => Ok(s),
-        serde_yaml::Value::Number(n) => Ok(n.to_string()),
-        serde_yaml::Value::Bool(b) => Ok(b.to_string()),
+    match serde_yaml_ng::Value::deserialize(d)? {
+        serde_yaml_ng::Value::Null => Ok(String::new()),
+        serde_yaml_ng::Value::String(s) => Ok(s),
+        serde_yaml_ng::Value::Number(n) => Ok(n.to_string()),
+        serde_yaml_ng::Value::Bool(b) => Ok(b.to_string()),
         other => Err(D::Error::custom(format!(
             "expected a string, found {other:?}"
         ))),
@@ -115,6 +115,7 @@ pub(super) fn load_descriptors(
     file: &str,
     parent: &mut Node,
     parent_key: &str,
+    parent_parts: &[String],
     descriptors: &[YamlDescriptor],
     rules: &mut Vec<Arc<Rule>>,
 ) -> Result<(), ConfigError> {
@@ -128,6 +129,8 @@ pub(super) fn load_descriptors(
             format!("{}_{}", d.key, d.value)
         };
         let full_key = format!("{parent_key}{final_key}");
+        let mut stat_parts = parent_parts.to_vec();
+        stat_parts.push(final_key.clone());
         if parent.children.contains_key(&final_key) {
             return Err(error(
                 file,
@@ -227,6 +230,8 @@ pub(super) fn load_descriptors(
                     algorithm,
                     burst: rl.burst,
                     module_args: None,
+                    id: rules.len(),
+                    stat_parts: stat_parts.clone(),
                 }
                 .with_module_args(),
             );
@@ -255,6 +260,7 @@ pub(super) fn load_descriptors(
             file,
             &mut node,
             &format!("{full_key}."),
+            &stat_parts,
             d.descriptors.as_deref().unwrap_or(&[]),
             rules,
         )?;
