@@ -47,7 +47,7 @@ pub fn binding_among(
     let mut best: Option<(usize, Decision)> = None;
     for (i, d) in decisions.into_iter().enumerate() {
         let Some(d) = d else { continue };
-        if best.is_none_or(|(_, b)| binds_before(&d, &b)) {
+        if best.map_or(true, |(_, b)| binds_before(&d, &b)) {
             best = Some((i, d));
         }
     }

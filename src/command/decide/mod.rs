@@ -144,7 +144,7 @@ pub fn all<'a>(
     let mut binding: Option<(usize, &Planned)> = None;
     for (i, p) in planned.iter().enumerate() {
         if (among_all || !p.shadow)
-            && binding.is_none_or(|(_, b)| all::binds_before(&p.decision, &b.decision))
+            && binding.map_or(true, |(_, b)| all::binds_before(&p.decision, &b.decision))
         {
             binding = Some((i, p));
         }
