@@ -54,8 +54,10 @@ run-rls: build build-rls ## Start redis-server with the module (port as make run
 	  echo "make run-rls: redis-server with the module on 127.0.0.1:$$port (redis-cli -p $$port)"; \
 	  REDIS_SERVER=$(REDIS_SERVER) scripts/run-rls.sh $(RLS_RELEASE) $$port $(RLS_CONFIG) --grpc-addr $(RLS_GRPC_ADDR) --http-addr $(RLS_HTTP_ADDR)
 
-test-rls: build-debug ## Build the module, then run the Envoy rate limit service's tests (rls/: unit, and against a real redis-server)
+test-rls: build-debug ## Build the module, then run the Envoy rate limit service's tests (rls/: unit, and against a real redis-server) on each engine: the module, then servers without it (the Functions library, then its EVALSHA form)
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test -p ratelimit-rls
+	RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test -p ratelimit-rls --test '*'
+	RATELIMIT_TEST_ENGINE=eval RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test -p ratelimit-rls --test '*'
 
 bench-rls: build build-rls ## Envoy service benchmark: Redis cost per decision, RL.ALL vs INCRBY+EXPIRE (1, 3, 5 descriptors; time, and instructions under callgrind); the service at a fixed rate (ARGS='--rate 2000 --seconds 5')
 	@scripts/setup.sh memcheck

@@ -45,6 +45,13 @@ COMMANDS = [
     ("RL.SLIDINGLOG", "rl.slidinglog", ["RL.SLIDINGLOG", "b:log:__rand_int__", "100", "60"]),
     ("RL.ALL (GCRA + FIXEDWINDOW)", "rl.all",
      ["RL.ALL", "2", "b:alla:__rand_int__", "b:allb:__rand_int__", "GCRA", "99", "1", "6", "FIXEDWINDOW", "1000", "60"]),
+    # Issue 32: a lease acquired under a fresh id; a held lease released
+    # (a first run acquires the lease "w" on the keys).
+    ("RL.CONCURRENCY ACQUIRE", "rl.concurrency",
+     ["RL.CONCURRENCY", "b:conc:__rand_int__", "100", "60", "ACQUIRE", "id:__rand_int__"]),
+    ("RL.CONCURRENCY RELEASE", "rl.concurrency",
+     ["RL.CONCURRENCY", "b:conc:__rand_int__", "100", "60", "RELEASE", "w"],
+     ["RL.CONCURRENCY", "b:conc:__rand_int__", "100", "60", "ACQUIRE", "w"]),
     ("RL.GCRA PEEK", "rl.gcra", ["RL.GCRA", "b:gcra:__rand_int__", "99", "1", "6", "PEEK"]),
     # The policy "bench" is RL.GCRA's parameters (set once: FLUSHALL keeps policies).
     ("RL.LIMIT (GCRA policy)", "rl.limit", ["RL.LIMIT", "b:limit:__rand_int__", "bench"]),
@@ -57,18 +64,22 @@ COMMANDS = [
     ("Lua sliding window", "evalsha", ["EVALSHA", "{sw}", "1", "b:luasw:__rand_int__", "1000", "60"]),
     ("Lua leaky bucket", "evalsha", ["EVALSHA", "{lb}", "1", "b:lualb:__rand_int__", "100", "1", "6"]),
     ("Lua sliding log", "evalsha", ["EVALSHA", "{log}", "1", "b:lualog:__rand_int__", "100", "60"]),
+    ("Lua semaphore", "evalsha",
+     ["EVALSHA", "{sem}", "1", "b:luasem:__rand_int__", "acquire", "100", "60", "id:__rand_int__"]),
 ]
 # The EVALSHA placeholders above, and the scripts they stand for.
 LUA_SCRIPTS = {"{gcra}": "gcra.lua", "{tb}": "token_bucket.lua", "{fw}": "fixed_window.lua",
-               "{sw}": "sliding_window.lua", "{lb}": "leaky_bucket.lua", "{log}": "sliding_log.lua"}
+               "{sw}": "sliding_window.lua", "{lb}": "leaky_bucket.lua", "{log}": "sliding_log.lua",
+               "{sem}": "semaphore.lua"}
 # Each command's Lua baseline: the same algorithm as a script.
 LUA_OF = {"RL.GCRA": "Lua GCRA", "RL.TOKENBUCKET": "Lua token bucket", "CL.THROTTLE": "Lua GCRA",
           "RL.FIXEDWINDOW": "Lua fixed window", "RL.SLIDINGWINDOW": "Lua sliding window",
-          "RL.LEAKYBUCKET": "Lua leaky bucket", "RL.SLIDINGLOG": "Lua sliding log"}
+          "RL.LEAKYBUCKET": "Lua leaky bucket", "RL.SLIDINGLOG": "Lua sliding log",
+          "RL.CONCURRENCY ACQUIRE": "Lua semaphore"}
 # Targets of issue 4: server µs per call vs SET … PX, throughput vs SET … PX;
 # of issue 12 for RL.ALL with two O(1) limits and PEEK; of issue 14 for BUCKETS 10
 # (O(k)); ALIGN FIRST is an O(1) command (1.5).
-US_TARGET = {"RL.SLIDINGLOG": 3.0, "RL.ALL (GCRA + FIXEDWINDOW)": 1.8, "RL.GCRA PEEK": 1.0,
+US_TARGET = {"RL.SLIDINGLOG": 3.0, "RL.CONCURRENCY ACQUIRE": 3.0, "RL.CONCURRENCY RELEASE": 3.0, "RL.ALL (GCRA + FIXEDWINDOW)": 1.8, "RL.GCRA PEEK": 1.0,
              "RL.SLIDINGWINDOW BUCKETS 10": 2.0}
 US_TARGET_DEFAULT = 1.5
 # Issue 13: a policy's call costs at most this × its algorithm's own command.
@@ -521,10 +532,10 @@ def main():
             if label not in US_TARGET:
                 checks.append((f"req/s ≥ {RPS_TARGET}×SET", rps / set_rps >= RPS_TARGET))
             if lua:
-                need = 3.0 if label == "RL.SLIDINGLOG" else 4.0
+                need = 3.0 if label in ("RL.SLIDINGLOG", "RL.CONCURRENCY ACQUIRE") else 4.0
                 checks.append((f"≥ {need:g}× Lua", main_runs[lua][1] / us >= need))
             mem_max = {"RL.FIXEDWINDOW": 40}.get(label, 48)
-            if mem is not None and label != "RL.SLIDINGLOG":
+            if mem is not None and label not in ("RL.SLIDINGLOG", "RL.CONCURRENCY ACQUIRE", "RL.CONCURRENCY RELEASE"):
                 checks.append((f"≤ {mem_max} B", mem <= mem_max))
             verdict = "ok" if all(ok for _, ok in checks) else "MISSED: " + ", ".join(n for n, ok in checks if not ok)
             if not verdict == "ok":

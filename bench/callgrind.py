@@ -17,7 +17,8 @@ counts only the measured calls and prints, per call:
 
 Usage:
   bench/callgrind.py [--calls N] [--keys K] [--backlog] [--server BIN] [--module PATH]
-                     [--no-module] [--library LUA] [--script LUA ...] [--total] -- ARGV...
+                     [--no-module] [--library LUA] [--script LUA ...] [--total]
+                     [--prepare 'ARGV'] -- ARGV...
 
 `__rand_int__` in ARGV is replaced, at each occurrence, by a random key
 number below K (as redis-benchmark does), `__key_int__` by one such number
@@ -33,7 +34,11 @@ run there). `--total` also prints the whole request: every instruction the
 server ran over the measured calls (reading, parsing, the command,
 propagation, the reply, the event loop), per call. `--backlog` syncs a replica once
 and stops it, so the master keeps a replication backlog and every write
-propagates its effects (the second run of `make bench`).
+propagates its effects (the second run of `make bench`). `--prepare 'ARGV'`
+(words split on spaces) runs that command before the measured calls, with
+the same random numbers, uncounted: `--prepare 'RL.CONCURRENCY c:__rand_int__
+100 60 ACQUIRE id__rand_int__' -- RL.CONCURRENCY c:__rand_int__ 100 60 RELEASE
+id__rand_int__` measures releases of leases that are held.
 
 The server needs symbols: by default the Redis 7.0 that `scripts/servers.sh
 memcheck` builds (build/servers/redis-7.0-libc/, libc malloc); Debian's
@@ -242,6 +247,7 @@ def main():
     ap.add_argument("--library")
     ap.add_argument("--script", action="append", default=[])
     ap.add_argument("--total", action="store_true")
+    ap.add_argument("--prepare")
     ap.add_argument("--top", type=int, default=0, help="also print the N functions with the most instructions of their own")
     ap.add_argument("argv", nargs="+")
     args = ap.parse_args()
@@ -279,6 +285,8 @@ def main():
             # Every key the measured calls touch exists (same seed), as in the
             # benchmark's steady state.
             errors = conn.pipeline(calls(args.argv, max(args.calls // 4, args.keys * 3), args.keys, 1, shas))
+            if args.prepare:
+                errors += conn.pipeline(calls(args.prepare.split(), args.calls, args.keys, 2, shas))
             # Dump what was counted so far; the final dump holds only the
             # measured calls. The dump happens when the server next wakes.
             dumper = subprocess.Popen(["callgrind_control", "--dump", str(proc.pid)],

@@ -102,6 +102,8 @@ ALL_2 = ["RL.ALL", "2", "alla:{k}", "allb:{k}", "GCRA", "99", "1", "6", "FIXEDWI
 ALL_1 = ["RL.ALL", "1", "fw:{k}", "FIXEDWINDOW", "1000", "3600"]
 SET_PX = ["SET", "set:{k}", "x", "PX", "60000"]
 POLICY = ["RL.POLICY", "SET", "gate", "GCRA", "99", "1", "6"]
+CONC = ["RL.CONCURRENCY", "conc:{k}", "100", "3600"]
+CONCR = ["RL.CONCURRENCY", "concr:{k}", "100", "3600"]
 
 ROWS = [
     Row("SET … PX 60000", SET_PX),
@@ -112,8 +114,12 @@ ROWS = [
     Row("RL.ALL 2 (GCRA + FIXEDWINDOW)", ALL_2),
     Row("RL.ALL 5 (5 × FIXEDWINDOW)", fw(5)),
     Row("RL.LIMIT (GCRA policy)", ["RL.LIMIT", "limit:{k}", "gate"], setup=[POLICY]),
-    # RL.CONCURRENCY (when it lands): its common form here, e.g.
-    #   Row("RL.CONCURRENCY", ["RL.CONCURRENCY", "conc:{k}", ...]),
+    # RL.CONCURRENCY (issue 32): a held lease acquired again (renewed), a
+    # peek at it, and releases (the warm-up acquires the lease on every key;
+    # a key's first release frees it, later ones find nothing).
+    Row("RL.CONCURRENCY ACQUIRE (held)", CONC + ["ACQUIRE", "g"]),
+    Row("RL.CONCURRENCY ACQUIRE PEEK", CONC + ["ACQUIRE", "g", "PEEK"], warm=CONC + ["ACQUIRE", "g"]),
+    Row("RL.CONCURRENCY RELEASE", CONCR + ["RELEASE", "g"], warm=CONCR + ["ACQUIRE", "g"]),
     # The Functions library (functions/ratelimit.lua, docs/functions.md),
     # when it is on main: load it once, count FCALL's own function, e.g.
     #   Row("FCALL rl_gcra", ["FCALL", "rl_gcra", "1", "fgcra:{k}", "99", "1", "6"],
@@ -251,7 +257,7 @@ def measure(server, row, calls, keys):
     path = server.dump()
     if errors:
         raise SystemExit(f"{row.name}: {len(errors)} error replies, e.g. {errors[0]}")
-    inclusive, module_self = parse_profile(path)[:2]
+    inclusive, module_self, *_ = parse_profile(path)
     if KEEP_DIR:
         os.replace(path, os.path.join(KEEP_DIR, "".join(c for c in row.name if c.isalnum())))
     else:

@@ -111,7 +111,7 @@ fn all_refuses_malformed_calls_and_writes_nothing() {
         (&["RL.ALL", "2", "k", "l", "GCRA", "1", "1", "1", "TOKENS", "2"], "ERR RL.ALL needs exactly numkeys limits, one per key"),
         (&["RL.ALL", "1", "k", "GCRA", "1", "1", "1", "GCRA", "1", "1", "1"], "ERR RL.ALL needs exactly numkeys limits, one per key"),
         (&["RL.ALL", "1", "k", "LEAKYBUCKET", "1", "1", "1"], "ERR LEAKYBUCKET cannot be part of RL.ALL: its 'allowed after a delay' has no all-or-nothing meaning"),
-        (&["RL.ALL", "1", "k", "BUCKET", "1", "1", "1"], "ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or POLICY name"),
+        (&["RL.ALL", "1", "k", "BUCKET", "1", "1", "1"], "ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG, CONCURRENCY or POLICY name"),
         (&["RL.ALL", "0", "k", "GCRA", "1", "1", "1"], "ERR numkeys must be >= 1 and <= 64"),
         (&["RL.ALL", "1", "k", "GCRA", "-1", "1", "1"], "ERR max_burst must be >= 0"),
         (&["RL.ALL", "1", "k", "FIXEDWINDOW", "1", "0"], "ERR window must be a finite number of seconds, at least 0.000001 and at most 31622400 (366 days)"),

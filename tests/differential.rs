@@ -93,10 +93,11 @@ enum Cmd {
     FixedWindow,
     SlidingWindow,
     SlidingLog,
+    Concurrency,
     All,
 }
 
-const SINGLES: [Cmd; 7] = [
+const SINGLES: [Cmd; 8] = [
     Cmd::Gcra,
     Cmd::TokenBucket,
     Cmd::LeakyBucket,
@@ -104,6 +105,7 @@ const SINGLES: [Cmd; 7] = [
     Cmd::FixedWindow,
     Cmd::SlidingWindow,
     Cmd::SlidingLog,
+    Cmd::Concurrency,
 ];
 
 /// The limit types `RL.ALL` takes.
@@ -125,6 +127,7 @@ impl Cmd {
             Cmd::FixedWindow => "RL.FIXEDWINDOW",
             Cmd::SlidingWindow => "RL.SLIDINGWINDOW",
             Cmd::SlidingLog => "RL.SLIDINGLOG",
+            Cmd::Concurrency => "RL.CONCURRENCY",
             Cmd::All => "RL.ALL",
         }
     }
@@ -142,6 +145,7 @@ impl Cmd {
             Cmd::FixedWindow => "FIXEDWINDOW",
             Cmd::SlidingWindow => "SLIDINGWINDOW",
             Cmd::SlidingLog => "SLIDINGLOG",
+            Cmd::Concurrency => "CONCURRENCY",
             Cmd::Throttle | Cmd::All => unreachable!(),
         }
     }
@@ -154,6 +158,8 @@ impl Cmd {
             Cmd::Throttle => &[Param::Count0, Param::Count1, Param::WholeSecs],
             Cmd::FixedWindow | Cmd::SlidingWindow => &[Param::Count1, Param::Secs],
             Cmd::SlidingLog => &[Param::LogLimit, Param::Secs],
+            // `limit lease` then the lease's operation and id.
+            Cmd::Concurrency => &[Param::LogLimit, Param::Secs, Param::LeaseOp, Param::LeaseId],
             Cmd::All => &[],
         }
     }
@@ -171,6 +177,10 @@ enum Param {
     Secs,
     /// Whole seconds (`CL.THROTTLE`).
     WholeSecs,
+    /// `ACQUIRE`, `RENEW` or `RELEASE` (`RL.CONCURRENCY`).
+    LeaseOp,
+    /// A lease id (`RL.CONCURRENCY`): a few, so calls meet held leases.
+    LeaseId,
 }
 
 /// Integers that are wrong somewhere, or right at an edge.
@@ -271,6 +281,10 @@ fn sane(rng: &mut Rng, p: Param) -> String {
             "1.000001",
         ]),
         Param::WholeSecs => rng.pick(&["1", "2", "3", "10", "60", "61", "3600", "86400"]),
+        Param::LeaseOp => rng.pick(&[
+            "ACQUIRE", "ACQUIRE", "ACQUIRE", "RENEW", "RELEASE", "acquire",
+        ]),
+        Param::LeaseId => rng.pick(&["a", "b", "c", "d", "job:7", "1:x"]),
     }
     .to_string()
 }
@@ -600,6 +614,11 @@ fn gen_single(rng: &mut Rng, pool: &Pool, cmd: Cmd) -> Call {
         Some(k) if rng.chance(85) => k.params.clone(),
         _ => cmd.params().iter().map(|&p| sane(rng, p)).collect(),
     };
+    if cmd == Cmd::Concurrency {
+        // A key's parameters stay; its calls' operations and ids vary.
+        head[2] = sane(rng, Param::LeaseOp);
+        head[3] = sane(rng, Param::LeaseId);
+    }
     let mut above_2_53 = false;
     let junk_param = rng.chance(4);
     if junk_param {
@@ -1423,8 +1442,10 @@ fn differential(total_calls: usize, seed: u64) {
             c.module()
         );
         if *c != Cmd::Throttle {
+            // RL.CONCURRENCY refuses REFUND (RELEASE gives slots back).
+            let refunds = t.refunds > 0 || *c == Cmd::Concurrency;
             assert!(
-                t.peeks > 0 && t.refunds > 0 && t.blocks > 0,
+                t.peeks > 0 && refunds && t.blocks > 0,
                 "{}: not every option reached: {t:?}",
                 c.module()
             );

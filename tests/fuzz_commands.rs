@@ -419,6 +419,24 @@ fn setup_pool(con: &mut redis::Connection, batch: usize) -> Pool {
         &["RL.SLIDINGLOG", "w:log-big", "300", "3600", "TOKENS", "200"],
         &["RL.LEAKYBUCKET", "w:leaky", "5", "3", "3600", "TOKENS", "4"],
         &["RL.LEAKYBUCKET", "w:leaky-short", "5", "100", "1"],
+        &[
+            "RL.CONCURRENCY",
+            "w:conc",
+            "5",
+            "3600",
+            "ACQUIRE",
+            "a",
+            "TOKENS",
+            "2",
+        ],
+        &[
+            "RL.CONCURRENCY",
+            "w:conc-short",
+            "5",
+            "0.05",
+            "ACQUIRE",
+            "b",
+        ],
     ];
     for args in written {
         pipe.cmd(args[0]).arg(&args[1..]);
@@ -2089,4 +2107,258 @@ fn two_million_random_calls_never_hurt_the_server() {
     for i in 0..10 {
         fuzz(seed().wrapping_add(i), 200, 1_000);
     }
+}
+
+// ---- RL.CONCURRENCY (issue 32) ----
+
+/// A lease id: mostly a few short ones (so calls meet held leases), else
+/// empty, too long, binary, with colons, or a keyword.
+fn lease_id(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(100) {
+        0..=69 => format!("id{}", rng.below(5)).into_bytes(),
+        70..=74 => Vec::new(),
+        75..=79 => vec![b'x'; 120 + rng.below(20)],
+        80..=84 => (0..1 + rng.below(12)).map(|_| rng.next() as u8).collect(),
+        85..=89 => b"1:2:B".to_vec(),
+        90..=94 => {
+            let word = *rng.pick(&["ACQUIRE", "PEEK", "B", "TOKENS"]);
+            random_case(rng, word)
+        }
+        _ => fuzz_value(rng),
+    }
+}
+
+/// `ACQUIRE|RENEW|RELEASE id` and options, well-formed or not.
+fn lease_tail(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut t = Vec::new();
+    match rng.below(20) {
+        0 => {}
+        1 => t.push(fuzz_value(rng)),
+        _ => {
+            let word = *rng.pick(&["ACQUIRE", "ACQUIRE", "RENEW", "RELEASE"]);
+            t.push(random_case(rng, word))
+        }
+    }
+    if rng.below(30) != 0 {
+        t.push(lease_id(rng));
+    }
+    for _ in 0..rng.below(4) {
+        match rng.below(10) {
+            0..=2 => {
+                t.push(random_case(rng, "TOKENS"));
+                t.push(if rng.below(4) == 0 {
+                    fuzz_value(rng)
+                } else {
+                    (1 + rng.below(6)).to_string().into_bytes()
+                });
+            }
+            3..=4 => t.push(random_case(rng, "PEEK")),
+            5..=6 => {
+                t.push(random_case(rng, "BLOCK"));
+                t.push(if rng.below(4) == 0 {
+                    fuzz_value(rng)
+                } else {
+                    b"0.05".to_vec()
+                });
+            }
+            7 => {
+                t.push(random_case(rng, "REFUND"));
+                t.push(b"1".to_vec());
+            }
+            _ => t.push(fuzz_value(rng)),
+        }
+    }
+    t
+}
+
+/// One call: the command's words and the keys it names.
+fn gen_concurrency(rng: &mut Rng, pool: &Pool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let key = match rng.below(10) {
+        0..=5 => format!("c:{}", rng.below(3)).into_bytes(),
+        _ => rng.pick(&pool.keys).clone(),
+    };
+    let (limit, lease) = if rng.below(10) < 8 {
+        (
+            (1 + rng.below(4)).to_string().into_bytes(),
+            rng.pick(&[&b"0.02"[..], b"0.2", b"60"]).to_vec(),
+        )
+    } else {
+        (fuzz_value(rng), fuzz_value(rng))
+    };
+    match rng.below(10) {
+        0..=6 => {
+            let mut args = vec![
+                random_case(rng, "RL.CONCURRENCY"),
+                key.clone(),
+                limit,
+                lease,
+            ];
+            args.extend(lease_tail(rng));
+            if rng.below(20) == 0 {
+                args.truncate(1 + rng.below(args.len()));
+            }
+            (args, vec![key])
+        }
+        7..=8 => {
+            let other = format!("c:g{}", rng.below(2)).into_bytes();
+            let mut args = vec![
+                b"RL.ALL".to_vec(),
+                b"2".to_vec(),
+                other.clone(),
+                key.clone(),
+                b"GCRA".to_vec(),
+                b"5".to_vec(),
+                b"1".to_vec(),
+                b"0.2".to_vec(),
+                random_case(rng, "CONCURRENCY"),
+                limit,
+                lease,
+            ];
+            args.extend(lease_tail(rng));
+            (args, vec![other, key])
+        }
+        _ => {
+            let mut args = vec![b"RL.LIMIT".to_vec(), key.clone(), b"pc".to_vec()];
+            args.extend(lease_tail(rng));
+            (args, vec![key])
+        }
+    }
+}
+
+/// Random `RL.CONCURRENCY` calls (alone, in `RL.ALL`, through a policy)
+/// against keys of every type: the server answers; an error is `ERR` /
+/// `WRONGTYPE`, never an internal error, and changes nothing; a reply obeys
+/// the conventions (and `remaining ≤ limit`); `PEEK` and a refusal without
+/// `BLOCK` change nothing; an allowed call leaves its keys with an expiry
+/// (or gone).
+#[test]
+fn random_concurrency_calls_never_hurt_the_server() {
+    if !common::module_only("the module's commands, raw (tests/differential.rs covers the library)")
+    {
+        return;
+    }
+    let mut server = Server::start();
+    let mut con = server.connect();
+    let mut rng = Rng::new(seed() ^ 32);
+    let (mut allowed, mut limited, mut errors, mut blocks) = (0, 0, 0, 0);
+    for batch in 0..batches().min(20) {
+        let pool = setup_pool(&mut con, batch);
+        let _: () = redis::cmd("RL.POLICY")
+            .arg(&["SET", "pc", "CONCURRENCY", "3", "0.2", "BLOCK", "0.05"])
+            .query(&mut con)
+            .unwrap();
+        for _ in 0..1_000 {
+            let (args, keys) = gen_concurrency(&mut rng, &pool);
+            let arity = match args[0].to_ascii_uppercase().as_slice() {
+                b"RL.CONCURRENCY" => 6,
+                b"RL.ALL" => 4,
+                _ => 3,
+            };
+            if args.len() < arity {
+                // Refused when queued: outside a transaction.
+                let name = String::from_utf8_lossy(&args[0]).to_string();
+                let r: redis::RedisResult<Value> =
+                    redis::cmd(&name).arg(&args[1..]).query(&mut con);
+                let e = r.expect_err("a call below the arity");
+                assert!(
+                    common::error_text(&e).contains("wrong number of arguments"),
+                    "{e:?}"
+                );
+                errors += 1;
+                continue;
+            }
+            let mut pipe = redis::pipe();
+            pipe.atomic().ignore_errors();
+            for k in &keys {
+                pipe.cmd("DUMP").arg(k).cmd("PEXPIRETIME").arg(k);
+            }
+            pipe.cmd(std::str::from_utf8(&args[0]).unwrap_or("RL.CONCURRENCY"))
+                .arg(&args[1..]);
+            for k in &keys {
+                pipe.cmd("DUMP").arg(k).cmd("PEXPIRETIME").arg(k);
+            }
+            let r: Vec<Value> = pipe.query(&mut con).expect("the server answers");
+            let n = keys.len();
+            let (before, reply, after) = (&r[..2 * n], &r[2 * n], &r[2 * n + 1..]);
+            let call = show(&args);
+            let unchanged = before == after;
+            let upper: Vec<String> = args
+                .iter()
+                .map(|a| String::from_utf8_lossy(a).to_uppercase())
+                .collect();
+            match reply {
+                Value::ServerError(e) => {
+                    errors += 1;
+                    let code = e.code();
+                    assert!(code == "ERR" || code == "WRONGTYPE", "{call} → {e:?}");
+                    assert!(
+                        !e.details().unwrap_or("").contains("internal error"),
+                        "{call} → {e:?}"
+                    );
+                    assert!(unchanged, "{call} failed and changed its keys");
+                }
+                Value::Array(items) => {
+                    let ints: Vec<i64> = items
+                        .iter()
+                        .map(|v| match v {
+                            Value::Int(i) => *i,
+                            _ => i64::MIN,
+                        })
+                        .collect();
+                    assert!(
+                        ints.len() == 5 || (ints.len() == 6 && upper[0] == "RL.ALL"),
+                        "{call} → {ints:?}"
+                    );
+                    let [lim, limit, remaining, retry, reset] =
+                        [ints[0], ints[1], ints[2], ints[3], ints[4]];
+                    assert!(lim == 0 || lim == 1, "{call} → {ints:?}");
+                    assert!(
+                        limit >= 1 && (0..=limit).contains(&remaining),
+                        "{call} → {ints:?}"
+                    );
+                    assert!(reset >= 0, "{call} → {ints:?}");
+                    if lim == 0 {
+                        allowed += 1;
+                        assert_eq!(retry, -1, "{call} → {ints:?}");
+                    } else {
+                        limited += 1;
+                        assert!(retry == -1 || retry >= 1, "{call} → {ints:?}");
+                    }
+                    // The options follow the operation and its id.
+                    let from = match upper[0].as_str() {
+                        "RL.CONCURRENCY" => 6,
+                        "RL.ALL" => 13,
+                        _ => 5,
+                    };
+                    let options = upper.get(from..).unwrap_or_default();
+                    let peek = options.iter().any(|w| w == "PEEK");
+                    let block = options.iter().any(|w| w == "BLOCK") || upper[0] == "RL.LIMIT";
+                    if peek {
+                        assert!(unchanged, "{call} peeked and changed its keys");
+                    } else if lim == 1 && !block {
+                        assert!(unchanged, "{call} was refused and changed its keys");
+                    } else if lim == 1 && !unchanged {
+                        blocks += 1;
+                    }
+                    for i in 0..n {
+                        let exists = !matches!(after[2 * i], Value::Nil);
+                        if exists && !unchanged {
+                            assert!(
+                                matches!(after[2 * i + 1], Value::Int(t) if t > 0),
+                                "{call} left a key without expiry"
+                            );
+                        }
+                    }
+                }
+                other => panic!("{call} → {other:?}"),
+            }
+        }
+    }
+    let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+    assert_eq!(pong, "PONG");
+    assert!(server.is_alive());
+    assert!(
+        allowed > 100 && limited > 100 && errors > 100 && blocks > 0,
+        "degenerate: {allowed} allowed, {limited} limited, {errors} errors, {blocks} blocks"
+    );
 }

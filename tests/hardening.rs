@@ -132,11 +132,16 @@ fn the_sliding_log_limit_is_bounded_by_a_module_setting() {
         &["RL.SLIDINGLOG", "b", "5000", "1", "TOKENS", "4001"]
     )
     .contains("may touch 9001 sliding-log entries"));
-    // The hard ceiling of any setting.
+    // A limit above the setting's own ceiling reads as one above the setting
+    // (one message for every too-large limit), and the setting stops there.
     assert!(
-        call_err(&mut con, &["RL.SLIDINGLOG", "b", "100001", "1"]).contains("100000"),
-        "the algorithm's own bound still applies"
+        call_err(&mut con, &["RL.SLIDINGLOG", "b", "100001", "1"]).contains("<= 5000"),
+        "a limit above the hard ceiling is refused as above the setting"
     );
+    assert!(redis::cmd("CONFIG")
+        .arg(&["SET", "ratelimit.sliding-log-max-limit", "100001"])
+        .query::<()>(&mut con)
+        .is_err());
     drop(con);
     drop(server);
 

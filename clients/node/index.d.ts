@@ -28,8 +28,13 @@ export type LimitSpec =
   | { type: 'slidingLog'; limit: number; window: number; label?: string }
   | { type: 'policy'; name: string; label?: string };
 
-/** RL.ALL limits: no leakyBucket, no align 'first', no buckets. */
-export type AllLimit = LimitSpec & { key: string };
+/**
+ * RL.ALL limits: no leakyBucket, no align 'first', no buckets; and a
+ * concurrency lease (`id`), taken only when every limit allows.
+ */
+export type AllLimit =
+  | (LimitSpec & { key: string })
+  | { key: string; type: 'concurrency'; limit: number; lease: number; id: string; label?: string };
 
 export interface CallOptions {
   /** TOKENS n: this request's cost (default 1). */
@@ -123,10 +128,69 @@ export declare class RateLimit {
   limit(policy: string, key: string, options?: Omit<CallOptions, 'block'>): Promise<RateLimitResult>;
   /** One limit given as a spec. */
   check(key: string, spec: LimitSpec, options?: CallOptions): Promise<RateLimitResult>;
+  /**
+   * RL.CONCURRENCY key limit lease ACQUIRE id: a slot (or `tokens` slots) under
+   * a lease. Resolves to a Lease; a refusal is a Lease with `allowed` false
+   * (nothing taken) and `retryAfterMs` (-1: never, tokens > limit).
+   */
+  acquire(key: string, options: AcquireOptions): Promise<Lease>;
+  /** RL.CONCURRENCY … RENEW id: `limited` true when the lease is not held (expired or released). */
+  renew(key: string, id: string, options: LeaseParams & { peek?: boolean }): Promise<RateLimitResult>;
+  /** RL.CONCURRENCY … RELEASE id: what is free after it (an unknown id is no error). */
+  release(key: string, id: string, options: LeaseParams & { peek?: boolean }): Promise<RateLimitResult>;
   /** DEL key: true when there was a limiter. */
   reset(key: string): Promise<boolean>;
   /** Any raw command (timeout and error classification applied). */
   command(...args: (string | number)[]): Promise<unknown>;
+}
+
+/** The parameters every RL.CONCURRENCY call carries. */
+export interface LeaseParams {
+  /** The most slots held at once. */
+  limit: number;
+  /** Seconds a lease lasts from its acquire or renew (fractions allowed). */
+  lease: number;
+}
+
+export interface AcquireOptions extends LeaseParams {
+  /** The lease id (default: a random UUID). Acquiring a held id again renews it. */
+  id?: string;
+  /** Slots this lease takes (default 1). */
+  tokens?: number;
+  /** Answer without taking anything. */
+  peek?: boolean;
+  /** BLOCK seconds: lock the limiter out that long when it refuses. */
+  block?: number;
+  /** Renew on an unref'd timer while held: true (every lease/3) or every that many seconds. */
+  autoRenew?: boolean | number;
+  /** Auto-renew found the lease gone (expired or released elsewhere); the timer has stopped. */
+  onLost?: (result: RateLimitResult, lease: Lease) => void;
+  /** An auto-renew call failed (Redis unavailable); the next tick tries again. */
+  onRenewError?: (err: unknown, lease: Lease) => void;
+}
+
+/** The result of acquire(): the decision, and the lease when allowed. */
+export declare class Lease extends RateLimitResult {
+  /** The limiter's key. */
+  readonly key: string;
+  /** The lease id. */
+  readonly id: string;
+  /** The slots it holds when allowed. */
+  readonly tokens: number;
+  /** The lease time (s). */
+  readonly leaseSeconds: number;
+  /** release() was called. */
+  readonly released: boolean;
+  /** A renew found the lease gone. */
+  readonly lost: boolean;
+  /** Allowed, not a PEEK, not released, not lost. */
+  readonly held: boolean;
+  /** RELEASE id, once: every call returns the same promise; null when nothing was held. */
+  release(): Promise<RateLimitResult | null>;
+  /** RENEW id: `limited` true means the lease was lost (then `lost` is true). */
+  renew(): Promise<RateLimitResult>;
+  /** Stops the auto-renew timer (release() does it too). */
+  stopAutoRenew(): void;
 }
 
 /** Minimal request/response shapes (Express, or node:http with req.ip unset). */
@@ -207,6 +271,47 @@ export interface RateLimitMiddleware {
 }
 
 export declare function rateLimit(options: MiddlewareOptions): RateLimitMiddleware;
+
+export interface ConcurrencyLimitOptions {
+  client?: RedisClientLike;
+  limiter?: RateLimit;
+  /** The most requests in flight per key. */
+  limit: number;
+  /** Seconds a slot outlives a process that died holding it (default 60). */
+  lease?: number;
+  /** Renew while the response is open: true (every lease/3) or seconds (default false). */
+  autoRenew?: boolean | number;
+  /** The client's identity (default: its IP address, IPv6 as its network); null/undefined: not limited. */
+  key?: (req: RequestLike) => string | null | undefined;
+  ipv6Subnet?: number | false | ((req: RequestLike) => number);
+  validate?: MiddlewareOptions['validate'];
+  logger?: { error(err: unknown): void; warn?(message: string): void };
+  engine?: 'auto' | EngineName;
+  clock?: 'auto' | 'server' | 'caller';
+  /** Slots per request (default 1). */
+  cost?: number | ((req: RequestLike) => number);
+  /** Redis key prefix (default 'rl:conc:'); the key is `${prefix}${name}:${key}`. */
+  prefix?: string;
+  /** Default 'default'. */
+  name?: string;
+  /** true (default): pass requests (without a slot) when Redis is unavailable; false: 503. */
+  failOpen?: boolean;
+  timeoutMs?: number;
+  statusCode?: number;
+  message?: string;
+  handler?: (req: RequestLike, res: ResponseLike, next: NextFunction, lease: Lease) => unknown;
+  /** Told when Redis cannot decide, or a release or renew fails (default: logger.error). */
+  onUnavailable?: (err: unknown, req?: RequestLike) => void;
+}
+
+export interface ConcurrencyLimitMiddleware {
+  (req: RequestLike, res: ResponseLike & { once(event: 'finish' | 'close', listener: () => void): unknown }, next: NextFunction): void;
+  limiter: RateLimit;
+  readonly engine: EngineName | null;
+}
+
+/** At most `limit` requests in flight per key: a slot per request, released on the response's finish or close. */
+export declare function concurrencyLimit(options: ConcurrencyLimitOptions): ConcurrencyLimitMiddleware;
 
 export interface StoreOptions extends EngineOptions {
   client?: RedisClientLike;

@@ -2,7 +2,8 @@
 // redis-ratelimit-client: the Node client of the redis-ratelimit module (see README.md).
 const { RateLimit, RateLimitResult, windowSeconds } = require('./lib/ratelimit');
 const { RateLimitUnavailableError } = require('./lib/client');
-const { rateLimit } = require('./lib/express');
+const { rateLimit, concurrencyLimit } = require('./lib/express');
+const { Lease } = require('./lib/concurrency');
 const { ipKeyGenerator } = require('./lib/ip-key');
 const { RedisRateLimitStore } = require('./lib/erl-store');
 const { RateLimiterRedisModule, RateLimiterUnion, RateLimiterRes } = require('./lib/flexible');
@@ -12,6 +13,8 @@ module.exports = {
   RateLimitResult,
   RateLimitUnavailableError,
   rateLimit,
+  concurrencyLimit,
+  Lease,
   RedisRateLimitStore,
   RateLimiterRedisModule,
   RateLimiterUnion,

@@ -6,6 +6,8 @@ export const {
   RateLimitResult,
   RateLimitUnavailableError,
   rateLimit,
+  concurrencyLimit,
+  Lease,
   RedisRateLimitStore,
   RateLimiterRedisModule,
   RateLimiterUnion,

@@ -12,9 +12,7 @@ use crate::algorithm::policy::{
     is_dumpable_word, is_valid_name, lines, soft_count, SOFT_PERCENT_MAX, SOFT_PERCENT_MIN,
 };
 use crate::error::{Error, PolicyName, Result};
-use crate::limit::{
-    is_keyword, variant, Args, Count, Kind, Limit, LocalBounds, Modes, Origin, Word,
-};
+use crate::limit::{is_keyword, Args, Count, Kind, Limit, LocalBounds, Modes, Origin, Word};
 
 /// Reads the words of a definition as arguments of a command.
 pub trait ReadWords {
@@ -277,6 +275,25 @@ pub fn dump_text<'p>(policies: impl IntoIterator<Item = (&'p [u8], &'p [u8])>) -
         out.push(b'\n');
     }
     out
+}
+
+/// The algorithm of a limit with its variant, as `RL.POLICY SET` names it:
+/// limiters of two limits of the same variant read each other's state.
+pub fn variant(limit: &Limit) -> &'static str {
+    use crate::algorithm::fixed_window::Align;
+
+    match limit {
+        Limit::Gcra(_) => "GCRA",
+        Limit::TokenBucket(_) => "TOKENBUCKET",
+        Limit::LeakyBucket(_) => "LEAKYBUCKET",
+        Limit::FixedWindow(w) if w.align() == Align::First => "FIXEDWINDOW ALIGN FIRST",
+        Limit::FixedWindow(_) => "FIXEDWINDOW",
+        Limit::SlidingWindow(_) => "SLIDINGWINDOW",
+        Limit::BucketWindow(_) => "SLIDINGWINDOW BUCKETS",
+        Limit::SlidingLog(_) => "SLIDINGLOG",
+        Limit::Concurrency(_) => "CONCURRENCY",
+        Limit::Throttle(_) => "CL.THROTTLE",
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,31 @@ pub enum Error {
     #[error("ERR limit must be <= {max} (the module's sliding-log-max-limit); for larger limits use RL.SLIDINGWINDOW")]
     LimitAboveSetting { max: i64 },
 
+    /// An `RL.CONCURRENCY` limit above the module setting `concurrency-max-limit`.
+    #[error("ERR limit must be <= {max} (the module's concurrency-max-limit)")]
+    ConcurrencyAboveSetting { max: i64 },
+
+    /// `RL.CONCURRENCY` without `ACQUIRE id`, `RENEW id` or `RELEASE id`
+    /// after its parameters.
+    #[error("ERR expected ACQUIRE id, RENEW id or RELEASE id after the parameters")]
+    LeaseOpMissing,
+
+    /// A lease id that is empty or longer than `concurrency-max-id-length`.
+    #[error("ERR lease id must be 1 to {max} bytes (the module's concurrency-max-id-length)")]
+    LeaseIdLength { max: i64 },
+
+    /// `RL.CONCURRENCY` options that do not fit its operation.
+    #[error("ERR syntax error: expected [TOKENS n] [PEEK] [BLOCK duration] after ACQUIRE id, [PEEK] after RENEW id or RELEASE id")]
+    LeaseSyntax,
+
+    /// A `CONCURRENCY` limit of `RL.ALL` not followed by `ACQUIRE id`.
+    #[error("ERR a CONCURRENCY limit of RL.ALL takes ACQUIRE id after its parameters (RENEW and RELEASE: RL.CONCURRENCY)")]
+    AllLeaseOp,
+
+    /// `RL.ALL … REFUND n` with a `CONCURRENCY` limit.
+    #[error("ERR REFUND does not apply to a CONCURRENCY limit: give its slots back with RL.CONCURRENCY key limit lease RELEASE id")]
+    RefundConcurrency,
+
     /// A call whose `SLIDINGLOG` limits may touch more sorted-set entries
     /// (`limit + n` each, `n` being `TOKENS` or `REFUND` up to `limit`) than
     /// the module setting `sliding-log-call-budget`.
@@ -79,11 +104,11 @@ pub enum Error {
     LimitCount,
 
     /// `RL.ALL` with a limit type it does not know.
-    #[error("ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or POLICY name")]
+    #[error("ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG, CONCURRENCY or POLICY name")]
     UnknownLimit,
 
     /// `RL.POLICY SET` with a limit type it does not know.
-    #[error("ERR unknown limit type: expected GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW or SLIDINGLOG")]
+    #[error("ERR unknown limit type: expected GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or CONCURRENCY")]
     UnknownPolicyLimit,
 
     /// A policy name outside 1–64 characters of `A-Z a-z 0-9 _ . : -`.

@@ -8,6 +8,7 @@
 //! FIXEDWINDOW   limit window
 //! SLIDINGWINDOW limit window
 //! SLIDINGLOG    limit window
+//! CONCURRENCY   limit lease            (then ACQUIRE id | RENEW id | RELEASE id)
 //! options:      [TOKENS n | REFUND n] [PEEK] [BLOCK duration]
 //! ```
 //!
@@ -19,6 +20,7 @@
 
 use crate::algorithm::bucket_window::BucketWindow;
 use crate::algorithm::cell::CellGcra;
+use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::fixed_window::FixedWindow;
 use crate::algorithm::gcra::Gcra;
 use crate::algorithm::leaky_bucket::LeakyBucket;
@@ -52,6 +54,8 @@ pub trait LocalBounds {
     /// The most sliding-log entries one call may touch
     /// (`sliding-log-call-budget`).
     fn sliding_log_call_budget(&self) -> i64;
+    /// The largest `CONCURRENCY` limit (`concurrency-max-limit`).
+    fn concurrency_max_limit(&self) -> i64;
 }
 
 /// Where a limit's definition comes from, which decides whether this
@@ -224,6 +228,8 @@ pub enum Limit {
     /// `RL.SLIDINGWINDOW … BUCKETS k`.
     BucketWindow(BucketWindow),
     SlidingLog(SlidingLog),
+    /// `RL.CONCURRENCY`: at most `limit` leases' slots at once.
+    Concurrency(Concurrency),
     /// `CL.THROTTLE`: GCRA reading redis-cell's nanosecond states too.
     Throttle(CellGcra),
 }
@@ -264,6 +270,7 @@ pub enum Kind {
     FixedWindow,
     SlidingWindow,
     SlidingLog,
+    Concurrency,
 }
 
 impl Kind {
@@ -277,6 +284,7 @@ impl Kind {
             11 => match word[0] | 0x20 {
                 b't' => Kind::TokenBucket,
                 b'f' => Kind::FixedWindow,
+                b'c' => Kind::Concurrency,
                 _ => Kind::LeakyBucket,
             },
             13 => Kind::SlidingWindow,
@@ -294,6 +302,7 @@ impl Kind {
             Kind::FixedWindow => b"FIXEDWINDOW",
             Kind::SlidingWindow => b"SLIDINGWINDOW",
             Kind::SlidingLog => b"SLIDINGLOG",
+            Kind::Concurrency => b"CONCURRENCY",
         }
     }
 
@@ -301,7 +310,7 @@ impl Kind {
     pub const fn params(self) -> usize {
         match self {
             Kind::Gcra | Kind::TokenBucket | Kind::LeakyBucket => 3,
-            Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog => 2,
+            Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog | Kind::Concurrency => 2,
         }
     }
 
@@ -311,7 +320,9 @@ impl Kind {
         match self {
             Kind::Gcra => &[(0, Count::Burst), (1, Count::Plain)],
             Kind::TokenBucket | Kind::LeakyBucket => &[(0, Count::Plain), (1, Count::Plain)],
-            Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog => &[(0, Count::Plain)],
+            Kind::FixedWindow | Kind::SlidingWindow | Kind::SlidingLog | Kind::Concurrency => {
+                &[(0, Count::Plain)]
+            }
         }
     }
 
@@ -365,6 +376,13 @@ impl Kind {
                 let window_us = args.seconds_as_us(at + 1, "window")?;
                 Limit::SlidingLog(new_log(limit, window_us, args.origin(), bounds)?)
             }
+            Kind::Concurrency => {
+                let limit = args.integer(at, "limit")?;
+                let lease_us = args.seconds_as_us(at + 1, "lease")?;
+                let max = args.origin().checks_local_bounds();
+                let max = max.then(|| bounds.concurrency_max_limit());
+                Limit::Concurrency(Concurrency::within(limit, lease_us, max)?)
+            }
         })
     }
 }
@@ -397,23 +415,6 @@ pub fn new_log(
         return Err(Error::OverBudget { entries, budget });
     }
     Ok(log)
-}
-
-/// The algorithm of a limit with its variant, as `RL.POLICY SET` names it:
-/// limiters of two limits of the same variant read each other's state.
-pub fn variant(limit: &Limit) -> &'static str {
-    use crate::algorithm::fixed_window::Align;
-    match limit {
-        Limit::Gcra(_) => "GCRA",
-        Limit::TokenBucket(_) => "TOKENBUCKET",
-        Limit::LeakyBucket(_) => "LEAKYBUCKET",
-        Limit::FixedWindow(w) if w.align() == Align::First => "FIXEDWINDOW ALIGN FIRST",
-        Limit::FixedWindow(_) => "FIXEDWINDOW",
-        Limit::SlidingWindow(_) => "SLIDINGWINDOW",
-        Limit::BucketWindow(_) => "SLIDINGWINDOW BUCKETS",
-        Limit::SlidingLog(_) => "SLIDINGLOG",
-        Limit::Throttle(_) => "CL.THROTTLE",
-    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,21 @@
 //! Redis behind a small trait: the service asks a [`Limiter`] for `RL.ALL`
 //! decisions, so that matching, grouping, statuses, headers and statistics
-//! are tested against an in-memory double (`service/tests.rs`), and the
-//! engine that answers (the module today) is one type to swap.
+//! are tested against an in-memory double (`service/tests.rs`).
 //!
 //! [`Redis`] is the real one: one connection (multiplexed) to a server or a
-//! Redis Cluster.
+//! Redis Cluster, and the engine that answers there ([`engine`]): the
+//! module's `RL.ALL`, the Functions library's `FCALL rl_all`, or the same
+//! code through `EVALSHA`, with the same arguments and replies.
+
+pub mod engine;
+mod load;
+mod server;
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use tokio::sync::OnceCell;
+pub use engine::Engine;
+use engine::{eval_body, EVAL_SHA};
+pub use server::Redis;
 
 /// Why a Redis call gave no answer.
 #[derive(Debug, thiserror::Error)]
@@ -66,7 +70,8 @@ pub struct LimitReply {
 /// `("rls:api_user_alice_fw60", ["FIXEDWINDOW", "10", "60"])`.
 pub type Limits<'a> = [(&'a str, &'a [String])];
 
-/// Whatever decides limits: the module through Redis, or a test double.
+/// Whatever decides limits: Redis (the module or its Functions library), or a
+/// test double.
 #[tonic::async_trait]
 pub trait Limiter: Send + Sync {
     /// `RL.ALL` over `limits` with `op`, all keys in `slot` (a Redis Cluster
@@ -87,94 +92,74 @@ pub trait Limiter: Send + Sync {
 
     /// The most one decision may wait for Redis.
     fn timeout(&self) -> Duration;
-}
 
-/// The module through Redis: a server or a Redis Cluster.
-pub struct Redis {
-    kind: Kind,
-    timeout: Duration,
-}
-
-enum Kind {
-    Single(ConnectionManager),
-    /// Connected on first use (and again after a failed connection).
-    Cluster(Box<Cluster>),
-}
-
-struct Cluster {
-    client: redis::cluster::ClusterClient,
-    connection: OnceCell<ClusterConnection>,
-}
-
-impl Redis {
-    /// Prepares the connection; nothing is connected yet (the first call
-    /// connects), so the service starts while Redis is down. The
-    /// connection's own timeouts are a little longer than `timeout`, so that
-    /// the decision's timer is the one that fires.
-    pub fn new(url: &str, cluster: bool, timeout: Duration) -> Result<Redis, BackendError> {
-        let connection_timeout = timeout + Duration::from_millis(50);
-        let kind = if cluster {
-            let nodes: Vec<&str> = url
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .collect();
-            let client = redis::cluster::ClusterClient::builder(nodes)
-                .connection_timeout(connection_timeout)
-                .response_timeout(connection_timeout)
-                .build()?;
-            Kind::Cluster(Box::new(Cluster {
-                client,
-                connection: OnceCell::new(),
-            }))
-        } else {
-            let client = redis::Client::open(url)?;
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(connection_timeout))
-                .set_response_timeout(Some(connection_timeout))
-                .set_number_of_retries(1)
-                .set_max_delay(Duration::from_millis(200));
-            Kind::Single(ConnectionManager::new_lazy_with_config(client, config)?)
-        };
-        Ok(Redis { kind, timeout })
+    /// The engine deciding now; `None` before it is known (or a test double).
+    fn engine(&self) -> Option<Engine> {
+        None
     }
 
-    /// A plain command (benchmarks, health): routed to `slot` in a cluster,
-    /// bounded by the timeout.
-    pub async fn query(&self, cmd: redis::Cmd, slot: u16) -> Result<redis::Value, BackendError> {
-        tokio::time::timeout(self.timeout, self.send(cmd, slot))
-            .await
-            .map_err(|_| BackendError::Timeout(self.timeout))?
+    /// Finds the engine now (loading the library where needed), rather than
+    /// on the first request: the service calls it at start.
+    async fn prepare(&self) -> Result<Option<Engine>, BackendError> {
+        Ok(None)
     }
+}
 
-    async fn send(&self, cmd: redis::Cmd, slot: u16) -> Result<redis::Value, BackendError> {
-        match &self.kind {
-            Kind::Single(manager) => {
-                let mut con = manager.clone();
-                Ok(cmd.query_async(&mut con).await?)
-            }
-            Kind::Cluster(cluster) => {
-                let mut con = cluster
-                    .connection
-                    .get_or_try_init(|| cluster.client.get_async_connection())
-                    .await?
-                    .clone();
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
-                    Route::new(slot, SlotAddr::Master),
-                ));
-                Ok(con.route_command(cmd, routing).await?)
-            }
-        }
-    }
+/// How one `RL.ALL` is sent through the library.
+#[derive(Debug, Clone, Copy)]
+pub struct LibraryCall {
+    /// [`Engine::Functions`] (`FCALL`) or [`Engine::Eval`] (`EVALSHA`;
+    /// [`Engine::Module`] sends the module's command).
+    pub engine: Engine,
+    /// `EVAL` with the script rather than `EVALSHA` (after `NOSCRIPT`).
+    pub with_body: bool,
+    /// The caller's clock, `NOW <unix_µs>` last.
+    pub now_us: Option<u64>,
 }
 
 /// The `RL.ALL` command for `limits` and `op` (`WITHLIMITS` for more than
 /// one limit), and whether it asks for `WITHLIMITS`.
 pub fn rl_all_command(limits: &Limits<'_>, op: Op) -> (redis::Cmd, bool) {
-    let mut cmd = redis::cmd("RL.ALL");
+    rl_all_command_for(
+        LibraryCall {
+            engine: Engine::Module,
+            with_body: false,
+            now_us: None,
+        },
+        limits,
+        op,
+    )
+}
+
+/// [`rl_all_command`] through an engine: `RL.ALL numkeys key… limit… opts`,
+/// `FCALL rl_all numkeys key… limit… opts [NOW us]`, or `EVALSHA sha
+/// numkeys key… rl_all limit… opts [NOW us]` (`EVAL script …` with
+/// `with_body`). The same reply for each.
+pub fn rl_all_command_for(call: LibraryCall, limits: &Limits<'_>, op: Op) -> (redis::Cmd, bool) {
+    let mut cmd = match call.engine {
+        Engine::Module => redis::cmd("RL.ALL"),
+        Engine::Functions => {
+            let mut cmd = redis::cmd("FCALL");
+            cmd.arg("rl_all");
+            cmd
+        }
+        Engine::Eval if call.with_body => {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(eval_body());
+            cmd
+        }
+        Engine::Eval => {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(EVAL_SHA.as_str());
+            cmd
+        }
+    };
     cmd.arg(limits.len());
     for (key, _) in limits {
         cmd.arg(*key);
+    }
+    if call.engine == Engine::Eval {
+        cmd.arg("rl_all");
     }
     for (_, args) in limits {
         cmd.arg(*args);
@@ -195,6 +180,9 @@ pub fn rl_all_command(limits: &Limits<'_>, op: Op) -> (redis::Cmd, bool) {
     let with_limits = limits.len() > 1;
     if with_limits {
         cmd.arg("WITHLIMITS");
+    }
+    if let (Some(now_us), Engine::Functions | Engine::Eval) = (call.now_us, call.engine) {
+        cmd.arg("NOW").arg(now_us);
     }
     (cmd, with_limits)
 }
@@ -223,32 +211,4 @@ pub fn parse_rl_all(
         })
         .collect();
     Ok((ints[0] != 0, each))
-}
-
-#[tonic::async_trait]
-impl Limiter for Redis {
-    async fn rl_all(
-        &self,
-        limits: &Limits<'_>,
-        op: Op,
-        slot: u16,
-    ) -> Result<(bool, Vec<LimitReply>), BackendError> {
-        let (cmd, with_limits) = rl_all_command(limits, op);
-        // The caller bounds the whole decision by the timeout: no second
-        // timer here.
-        let value = self.send(cmd, slot).await?;
-        parse_rl_all(&value, limits.len(), with_limits)
-    }
-
-    async fn ping(&self) -> Result<(), BackendError> {
-        self.query(redis::cmd("PING"), 0).await.map(|_| ())
-    }
-
-    fn is_cluster(&self) -> bool {
-        matches!(self.kind, Kind::Cluster(_))
-    }
-
-    fn timeout(&self) -> Duration {
-        self.timeout
-    }
 }

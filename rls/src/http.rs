@@ -99,7 +99,7 @@ impl axum::serve::Listener for IdleTimeout {
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        shared.metrics.render(),
+        shared.render_metrics(),
     )
 }
 

@@ -1,6 +1,7 @@
 //! `ratelimit-rls`: an Envoy rate limit service (`envoy.service.ratelimit.v3`)
-//! whose decisions are made by the redis-ratelimit module, one `RL.ALL` per
-//! request. See `rls/README.md`.
+//! whose decisions are made by the redis-ratelimit module (or, where the
+//! server has no module, its Functions library), one `RL.ALL` per request.
+//! See `rls/README.md`.
 
 pub mod backend;
 pub mod config;
@@ -132,7 +133,8 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         &settings.redis_url,
         settings.redis_cluster,
         settings.redis_timeout(),
-    )?;
+    )?
+    .with_engine(settings.engine, settings.clock);
     start_with(settings, Arc::new(backend)).await
 }
 
@@ -203,6 +205,23 @@ pub async fn start_with(
             }
         }
     });
+    // The engine is found now (logged, `ratelimit_rls_engine`), not on the
+    // first request; where Redis cannot answer yet, the first request finds it.
+    let prepare = tokio::spawn({
+        let backend = shared.backend.clone();
+        let bound = backend.timeout().max(Duration::from_secs(5));
+        async move {
+            match tokio::time::timeout(bound, backend.prepare()).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "engine not found yet; the first request looks again")
+                }
+                Err(_) => tracing::warn!(
+                    "engine not found within {bound:?}; the first request looks again"
+                ),
+            }
+        }
+    });
     tracing::info!(grpc = %grpc_addr, http = %http_addr, "serving");
     Ok(Running {
         grpc_addr,
@@ -213,6 +232,6 @@ pub async fn start_with(
         stop_http: Some(stop_http),
         grpc: Some(grpc),
         http: Some(http),
-        background: vec![reload, upkeep],
+        background: vec![reload, upkeep, prepare],
     })
 }

@@ -13,11 +13,13 @@
 //! | `ratelimit.service.rate_limit.<domain>.domain_not_found` | `ratelimit_service_rate_limit_<domain>_domain_not_found` (unmapped: the name escaped) |
 //! | `ratelimit.service.{config_load_success,config_load_error,global_shadow_mode}` | `ratelimit_service_…` |
 //!
-//! Counters of our own are named `ratelimit_rls_…`. Every handle is looked
+//! Counters of our own are named `ratelimit_rls_…`, and so is the gauge
+//! `ratelimit_rls_engine{engine}` (the engine in use). Every handle is looked
 //! up once (a rule's on its first hit after a configuration load), then
 //! updated with atomics: no lock on the request path.
 
-use metrics::{Counter, Histogram, Key, Label, Level, Metadata, Recorder};
+use crate::backend::Engine;
+use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
@@ -74,6 +76,9 @@ pub struct Metrics {
     /// Ours: `ratelimit_rls_failure_mode_answers`, requests answered by
     /// `RLS_FAILURE_MODE=open|closed` when Redis failed.
     pub failure_mode_answers: Counter,
+    /// Ours: `ratelimit_rls_engine{engine="module|functions|eval"}`, 1 for
+    /// the engine in use, 0 for the others (all 0 until it is known).
+    engines: [(Engine, Gauge); 3],
 }
 
 impl Default for Metrics {
@@ -108,6 +113,13 @@ impl Metrics {
             config_load_error: counter("ratelimit_service_config_load_error", &[]),
             redis_timeout: counter("ratelimit_rls_redis_timeout", &[]),
             failure_mode_answers: counter("ratelimit_rls_failure_mode_answers", &[]),
+            engines: Engine::ALL.map(|engine| {
+                let key = Key::from_parts(
+                    "ratelimit_rls_engine",
+                    vec![Label::new("engine", engine.as_str())],
+                );
+                (engine, recorder.register_gauge(&key, &METADATA))
+            }),
             recorder,
             handle,
         };
@@ -115,7 +127,15 @@ impl Metrics {
         for c in [&m.total_requests, &m.redis_error, &m.service_error] {
             c.increment(0);
         }
+        m.set_engine(None);
         m
+    }
+
+    /// Sets `ratelimit_rls_engine`: 1 for `engine`, 0 for the others.
+    pub fn set_engine(&self, engine: Option<Engine>) {
+        for (e, gauge) in &self.engines {
+            gauge.set(if Some(*e) == engine { 1.0 } else { 0.0 });
+        }
     }
 
     /// The counters of a rule's stat key (`domain`, then one part per
@@ -279,6 +299,27 @@ mod tests {
                 ..Default::default()
             }
         );
+    }
+
+    #[test]
+    fn the_engine_in_use_is_the_one_at_1() {
+        let m = Metrics::new();
+        let at = |text: &str, engine: &str| {
+            let prefix = format!("ratelimit_rls_engine{{engine=\"{engine}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
+        };
+        let text = m.render();
+        for engine in ["module", "functions", "eval"] {
+            assert_eq!(at(&text, engine).as_deref(), Some("0"), "{text}");
+        }
+        m.set_engine(Some(Engine::Functions));
+        m.set_engine(Some(Engine::Eval));
+        let text = m.render();
+        assert!(text.contains("# TYPE ratelimit_rls_engine gauge"), "{text}");
+        assert_eq!(at(&text, "eval").as_deref(), Some("1"));
+        assert_eq!(at(&text, "functions").as_deref(), Some("0"));
+        assert_eq!(at(&text, "module").as_deref(), Some("0"));
     }
 
     #[test]

@@ -99,6 +99,13 @@ impl Shared {
         }
     }
 
+    /// The Prometheus text of [`Metrics`], with the engine in use as the
+    /// backend knows it now.
+    pub fn render_metrics(&self) -> String {
+        self.metrics.set_engine(self.backend.engine());
+        self.metrics.render()
+    }
+
     /// Replaces the configuration (hot reload).
     pub fn set_config(&self, config: Config) {
         self.config.store(Arc::new(Loaded::new(config)));

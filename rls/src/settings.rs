@@ -17,6 +17,34 @@ pub enum FailureMode {
     Closed,
 }
 
+/// Which engine decides (issue 31; the clients' `engine` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineSetting {
+    /// The module when the server has it (`COMMAND INFO rl.all`), else the
+    /// Functions library (loaded or replaced where absent or older), else the
+    /// library's code through `EVALSHA`.
+    Auto,
+    /// The module's `RL.ALL` only.
+    Module,
+    /// The Functions library only (`FCALL rl_all`), loaded where needed.
+    Functions,
+    /// The library's code through `EVALSHA` only (`EVAL` on `NOSCRIPT`).
+    Eval,
+}
+
+/// Whose clock the library reads (the clients' `clock` option; the module
+/// always reads the server's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClockSetting {
+    /// The server's `TIME`; the service's own clock (`NOW <unix_µs>`, logged
+    /// once) where the server refuses `TIME` inside scripts.
+    Auto,
+    /// The server's `TIME` only.
+    Server,
+    /// Always the service's clock (`NOW <unix_µs>`): keep it NTP-synchronized.
+    Caller,
+}
+
 /// The output format of the logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -28,7 +56,7 @@ pub enum LogFormat {
 #[command(
     name = "ratelimit-rls",
     version,
-    about = "Envoy rate limit service backed by the redis-ratelimit module"
+    about = "Envoy rate limit service backed by the redis-ratelimit module (or its Functions library)"
 )]
 pub struct Settings {
     /// The rate limit configuration: a YAML file, or a directory of them
@@ -48,6 +76,16 @@ pub struct Settings {
     /// seed nodes' URLs.
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     pub redis_url: String,
+
+    /// The engine: auto (the module when the server has it, else the Functions
+    /// library, else its code through EVALSHA), or one of them only.
+    #[arg(long, env = "RLS_ENGINE", value_enum, default_value_t = EngineSetting::Auto)]
+    pub engine: EngineSetting,
+
+    /// Whose clock the Functions library reads: auto (the server's; this
+    /// process's where the server refuses TIME inside scripts), server, caller.
+    #[arg(long, env = "RLS_CLOCK", value_enum, default_value_t = ClockSetting::Auto)]
+    pub clock: ClockSetting,
 
     /// Redis is a Redis Cluster.
     #[arg(long, env = "REDIS_CLUSTER", default_value_t = false)]

@@ -1,10 +1,12 @@
 //! The service on a 3-master Redis Cluster: a user's limits share a slot
 //! (hash tag), others are decided in their own call, and a refusal in a
-//! later call gives back what an earlier one took.
+//! later call gives back what an earlier one took; on every engine
+//! (`RATELIMIT_TEST_ENGINE`), the library flushed mid-run on every node.
 
 mod common;
 
 use common::*;
+use ratelimit_rls::backend::engine::LIBRARY_VERSION;
 
 const YAML: &str = "domain: c
 descriptors:
@@ -33,6 +35,7 @@ async fn a_cluster_splits_by_slot_and_refunds_on_a_later_refusal() {
         ],
     )
     .await;
+    assert_eq!(rls.engine().await.as_deref(), Some(test_engine()));
     let mut client = rls.client().await;
     let full = |user: &str| {
         request(
@@ -57,6 +60,16 @@ async fn a_cluster_splits_by_slot_and_refunds_on_a_later_refusal() {
                 ]
             )
         );
+    }
+    // Without the module, the library (or the script cache) is flushed on
+    // every node: the next calls load it again where they meet its absence,
+    // and no request fails.
+    for node in &nodes {
+        match test_engine() {
+            "functions" => node.query::<()>(&["FUNCTION", "FLUSH"]),
+            "eval" => node.query::<()>(&["SCRIPT", "FLUSH"]),
+            _ => {}
+        }
     }
     // The path limit refuses: the ip limit (another slot) takes nothing.
     let r = call(&mut client, full("alice")).await;
@@ -113,4 +126,15 @@ async fn a_cluster_splits_by_slot_and_refunds_on_a_later_refusal() {
         }
     }
     assert!(found >= 3, "alice's two keys and the ip's");
+    // The library is back on every primary (loaded on each, not only where
+    // a call met its absence); nothing is loaded for the other engines.
+    for node in &nodes {
+        let version: Option<i64> = redis::cmd("FCALL_RO")
+            .arg("rl_version")
+            .arg(0)
+            .query(&mut node.connection())
+            .ok();
+        let expected = (test_engine() == "functions").then_some(*LIBRARY_VERSION);
+        assert_eq!(version, expected, "node {}", node.port);
+    }
 }

@@ -5,7 +5,7 @@
 //! `GCRA max_burst tokens_per_period period`,
 //! `TOKENBUCKET capacity refill_tokens refill_period`,
 //! `FIXEDWINDOW limit window`, `SLIDINGWINDOW limit window` or
-//! `SLIDINGLOG limit window`, each validated as its own command validates it
+//! `SLIDINGLOG limit window` or `CONCURRENCY limit lease ACQUIRE id`, each validated as its own command validates it
 //! (keywords case-insensitive). The call is allowed only if every limit
 //! allows `n` tokens now; then every key takes them, written and propagated
 //! as its own command would. Otherwise nothing is written (but the `BLOCK`
@@ -26,7 +26,6 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::limit::Kind;
-use crate::server::string::Arg;
 use crate::server::Ctx;
 
 /// The most keys one `RL.ALL` takes.
@@ -97,7 +96,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         }
         names.push(key);
     }
-    let mut limits: decide::Few<(Arg, Limit, decide::Modes)> = decide::Few::new();
+    let mut limits: decide::Few<decide::CallLimit> = decide::Few::new();
     // The policies among the limits, for their statistics (none on most
     // calls: nothing to create or drop then).
     let mut policies: Option<decide::Few<(usize, Arc<policy::Policy>)>> = None;
@@ -113,18 +112,20 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
                 return Err(Error::LeakyBucketInAll);
             }
             let limit = kind.parse(args, at + 1, &SettingsBounds)?;
-            limits.push((key, limit, decide::Modes::default()));
             at += 1 + kind.params();
+            let lease = acquire(args, &limit, &mut at)?;
+            limits.push((key, limit, decide::Modes::default(), lease));
         } else if is_keyword(word, b"POLICY") {
             let (found, rule) = policy::find(args.bytes(at + 1).map_err(|_| Error::LimitCount)?)?;
             if matches!(rule.limit, Limit::LeakyBucket(_)) {
                 return Err(Error::LeakyBucketInAll);
             }
-            limits.push((key, rule.limit, rule.modes));
+            at += 2;
+            let lease = acquire(args, &rule.limit, &mut at)?;
+            limits.push((key, rule.limit, rule.modes, lease));
             policies
                 .get_or_insert_with(decide::Few::new)
                 .push((i, found));
-            at += 2;
         } else if is_option(word) {
             // An option where a limit should be: too few limits.
             return Err(Error::LimitCount);
@@ -142,6 +143,10 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             1
         }))
     })?;
+    let concurrency = limits.iter().any(|l| l.3.is_some());
+    if concurrency && matches!(options.op, decide::Op::Refund(_)) {
+        return Err(Error::RefundConcurrency);
+    }
     let mut planned = decide::Few::new();
     let mut answer = decide::all(ctx, &limits, &options, &mut planned)?;
     if with_limits {
@@ -154,6 +159,29 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         }
     }
     Ok(answer)
+}
+
+/// A `CONCURRENCY` limit's `ACQUIRE id` at `*at` (moved past it); `None`
+/// for other limits.
+fn acquire<'a>(
+    args: &Args<'a>,
+    limit: &Limit,
+    at: &mut usize,
+) -> Result<Option<decide::Lease<'a>>> {
+    if !matches!(limit, Limit::Concurrency(_)) {
+        return Ok(None);
+    }
+    let word = args.bytes(*at).map_err(|_| Error::AllLeaseOp)?;
+    if decide::LeaseOp::of(word) != Some(decide::LeaseOp::Acquire) {
+        return Err(Error::AllLeaseOp);
+    }
+    let id = args.arg(*at + 1).map_err(|_| Error::AllLeaseOp)?;
+    super::concurrency::check_id(id.bytes()?)?;
+    *at += 2;
+    Ok(Some(decide::Lease {
+        op: decide::LeaseOp::Acquire,
+        id,
+    }))
 }
 
 fn is_option(word: &[u8]) -> bool {

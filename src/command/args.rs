@@ -42,4 +42,8 @@ impl LocalBounds for SettingsBounds {
     fn sliding_log_call_budget(&self) -> i64 {
         settings::sliding_log_call_budget()
     }
+    #[inline]
+    fn concurrency_max_limit(&self) -> i64 {
+        settings::concurrency_max_limit()
+    }
 }

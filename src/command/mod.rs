@@ -8,6 +8,7 @@
 
 pub mod all;
 pub mod args;
+pub mod concurrency;
 #[cfg(debug_assertions)]
 pub mod debug;
 pub mod decide;
@@ -15,6 +16,7 @@ pub mod docs;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+pub mod lease_set;
 pub mod policy;
 pub mod policy_aof;
 pub mod policy_limit;
@@ -226,6 +228,7 @@ entry_point!(rl_fixedwindow, fixed_window::SPEC);
 entry_point!(rl_slidingwindow, sliding_window::SPEC);
 entry_point!(rl_slidinglog, sliding_log::SPEC);
 entry_point!(rl_leakybucket, leaky_bucket::SPEC);
+entry_point!(rl_concurrency, concurrency::SPEC);
 entry_point!(rl_all, all::SPEC);
 entry_point!(rl_limit, policy_limit::SPEC);
 entry_point!(rl_policy_off, policy::OFF_SPEC);
@@ -285,6 +288,7 @@ pub fn reset_command_stats() {
     for (spec, _) in COMMANDS.iter() {
         spec.stats.reset();
     }
+    stats::LEASE_STATS.reset();
 }
 #[cfg(debug_assertions)]
 entry_point!(rl_debugpanic, debug::SPEC);
@@ -300,7 +304,7 @@ extern "C" fn rl_debugclock(
 }
 
 /// Every command: its spec and its entry point.
-const COMMANDS: [(&Spec, EntryPoint); 9] = [
+const COMMANDS: [(&Spec, EntryPoint); 10] = [
     (&gcra::SPEC, rl_gcra),
     (&token_bucket::SPEC, rl_tokenbucket),
     (&throttle::SPEC, cl_throttle),
@@ -308,6 +312,7 @@ const COMMANDS: [(&Spec, EntryPoint); 9] = [
     (&sliding_window::SPEC, rl_slidingwindow),
     (&sliding_log::SPEC, rl_slidinglog),
     (&leaky_bucket::SPEC, rl_leakybucket),
+    (&concurrency::SPEC, rl_concurrency),
     (&all::SPEC, rl_all),
     (&policy_limit::SPEC, rl_limit),
 ];
@@ -341,9 +346,17 @@ pub fn write_info(out: &mut info::InfoWriter) {
         c"sliding_log_call_budget",
         u64::try_from(budget).unwrap_or(0),
     );
+    let max = settings::concurrency_max_limit();
+    out.field(c"concurrency_max_limit", u64::try_from(max).unwrap_or(0));
+    let max = settings::concurrency_max_id_length();
+    out.field(
+        c"concurrency_max_id_length",
+        u64::try_from(max).unwrap_or(0),
+    );
     for (spec, _) in COMMANDS.iter() {
         spec.stats.write(out, spec.stat_name);
     }
+    stats::LEASE_STATS.write(out);
     policy::write_info(out);
 }
 

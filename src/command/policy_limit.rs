@@ -1,4 +1,5 @@
 //! `RL.LIMIT key policy [TOKENS n | REFUND n] [PEEK]`
+//! (a `CONCURRENCY` policy: `RL.LIMIT key policy ACQUIRE id [TOKENS n] [PEEK] | RENEW id [PEEK] | RELEASE id [PEEK]`)
 //!
 //! Decides `key` with the named policy's algorithm, parameters and modes
 //! (`SHADOW`, `SOFT`, `BLOCK`: see [`super::policy`]) and replies as that
@@ -42,6 +43,15 @@ static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let (found, rule) = policy::find(args.bytes(2)?)?;
+    if matches!(rule.limit, decide::Limit::Concurrency(_)) {
+        // `ACQUIRE id [TOKENS n] [PEEK]`, `RENEW id [PEEK]`, `RELEASE id [PEEK]`.
+        let (lease, options) = super::concurrency::parse_lease(args, 3, false)?;
+        let name = args.arg(1)?;
+        let answer = decide::rule(ctx, name, &rule.limit, &rule.modes, Some(lease), &options)?;
+        let answer = super::concurrency::count_slots(answer, lease.op);
+        found.stats.record(&answer);
+        return Ok(answer);
+    }
     let options = args.options(3).map_err(|e| match e {
         Error::Syntax => Error::LimitSyntax,
         e => e,
@@ -49,7 +59,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     if options.block_us.is_some() {
         return Err(Error::LimitSyntax);
     }
-    let answer = decide::rule(ctx, args.arg(1)?, &rule.limit, &rule.modes, &options)?;
+    let answer = decide::rule(ctx, args.arg(1)?, &rule.limit, &rule.modes, None, &options)?;
     found.stats.record(&answer);
     Ok(answer)
 }

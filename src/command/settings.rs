@@ -18,6 +18,15 @@
 //!   [`SLIDING_LOG_CALL_BUDGET_DEFAULT`]. Checked before any key is opened
 //!   (see `command::decide::check_budget`).
 //!
+//! * `concurrency-max-limit <n>`: the largest `limit` `RL.CONCURRENCY`
+//!   accepts, 1 to [`Concurrency::MAX_LIMIT`], default
+//!   [`CONCURRENCY_MAX_LIMIT_DEFAULT`] (it bounds a call's walk of the
+//!   leases, as `sliding-log-max-limit` the log's).
+//!
+//! * `concurrency-max-id-length <n>`: the longest lease id, in bytes, 1 to
+//!   [`Concurrency::MAX_ID_LEN`], default
+//!   [`CONCURRENCY_MAX_ID_LENGTH_DEFAULT`].
+//!
 //! * `policies yes|no|unloadable` (default `yes`, see [`PoliciesMode`]):
 //!   server-side policies (`RL.POLICY`, `RL.LIMIT`). They are saved in RDB
 //!   files as module auxiliary data, which takes a module data type — and the
@@ -29,6 +38,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 
+use crate::algorithm::concurrency::Concurrency;
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::server::config::{BoolSetting, EnumSetting, NumericSetting, Setting};
 use crate::server::string::Arg;
@@ -83,6 +93,8 @@ pub struct Settings {
     pub sliding_log_max_limit: i64,
     pub policies: PoliciesMode,
     pub sliding_log_call_budget: i64,
+    pub concurrency_max_limit: i64,
+    pub concurrency_max_id_length: i64,
 }
 
 /// Parses the module arguments; an error text (for the log) refuses the load.
@@ -92,6 +104,8 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
         sliding_log_max_limit: SLIDING_LOG_MAX_LIMIT_DEFAULT,
         policies: PoliciesMode::Yes,
         sliding_log_call_budget: SLIDING_LOG_CALL_BUDGET_DEFAULT,
+        concurrency_max_limit: CONCURRENCY_MAX_LIMIT_DEFAULT,
+        concurrency_max_id_length: CONCURRENCY_MAX_ID_LENGTH_DEFAULT,
     };
     let mut i = 0;
     while let Some(arg) = args.get(i) {
@@ -115,6 +129,17 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
         } else if name.eq_ignore_ascii_case(b"sliding-log-call-budget") {
             i += 1;
             settings.sliding_log_call_budget = parse_call_budget(args.get(i))?;
+        } else if name.eq_ignore_ascii_case(b"concurrency-max-limit") {
+            i += 1;
+            settings.concurrency_max_limit =
+                parse_bounded(args.get(i), "concurrency-max-limit", Concurrency::MAX_LIMIT)?;
+        } else if name.eq_ignore_ascii_case(b"concurrency-max-id-length") {
+            i += 1;
+            settings.concurrency_max_id_length = parse_bounded(
+                args.get(i),
+                "concurrency-max-id-length",
+                Concurrency::MAX_ID_LEN,
+            )?;
         } else if name.eq_ignore_ascii_case(b"policies") {
             i += 1;
             let value = args.get(i).map(|v| v.bytes().unwrap_or_default());
@@ -124,7 +149,7 @@ pub fn parse(args: &[Arg]) -> Result<Settings, String> {
                 .ok_or("policies needs yes, no or unloadable")?;
         } else {
             return Err(format!(
-                "unknown module argument '{}' (known: propagate-always, sliding-log-max-limit <n>, sliding-log-call-budget <n>, policies yes|no|unloadable)",
+                "unknown module argument '{}' (known: propagate-always, sliding-log-max-limit <n>, sliding-log-call-budget <n>, concurrency-max-limit <n>, concurrency-max-id-length <n>, policies yes|no|unloadable)",
                 String::from_utf8_lossy(name)
             ));
         }
@@ -140,6 +165,8 @@ pub fn apply(settings: Settings) {
     PROPAGATE_ALWAYS.store(settings.propagate_always, Ordering::Relaxed);
     POLICIES.store(settings.policies as u8, Ordering::Relaxed);
     set_sliding_log_call_budget(settings.sliding_log_call_budget);
+    set_concurrency_max_limit(settings.concurrency_max_limit);
+    set_concurrency_max_id_length(settings.concurrency_max_id_length);
 }
 
 /// The largest `limit` `RL.SLIDINGLOG` accepts now.
@@ -224,10 +251,51 @@ pub fn set_sliding_log_call_budget(budget: i64) {
     );
 }
 
+// ---- RL.CONCURRENCY's bounds (issue 32) ----
+
+/// The default of `concurrency-max-limit`: as `sliding-log-max-limit`, a
+/// call that walks this many slots stays well under a millisecond.
+pub const CONCURRENCY_MAX_LIMIT_DEFAULT: i64 = 1_000;
+
+/// The default of `concurrency-max-id-length`, in bytes: a UUID (36) or a
+/// request id with a prefix fits with room to spare.
+pub const CONCURRENCY_MAX_ID_LENGTH_DEFAULT: i64 = 128;
+
+static CONCURRENCY_MAX_LIMIT: AtomicI64 = AtomicI64::new(CONCURRENCY_MAX_LIMIT_DEFAULT);
+static CONCURRENCY_MAX_ID_LENGTH: AtomicI64 = AtomicI64::new(CONCURRENCY_MAX_ID_LENGTH_DEFAULT);
+
+/// Parses a load argument's integer value, 1 to `max`.
+fn parse_bounded(value: Option<&Arg>, name: &str, max: i64) -> Result<i64, String> {
+    match value.and_then(|v| v.to_i64().ok().flatten()) {
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("{name} needs an integer from 1 to {max}")),
+    }
+}
+
+/// The largest `limit` `RL.CONCURRENCY` accepts now.
+pub fn concurrency_max_limit() -> i64 {
+    CONCURRENCY_MAX_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Sets `concurrency-max-limit` (1 to [`Concurrency::MAX_LIMIT`]).
+pub fn set_concurrency_max_limit(limit: i64) {
+    CONCURRENCY_MAX_LIMIT.store(limit.clamp(1, Concurrency::MAX_LIMIT), Ordering::Relaxed);
+}
+
+/// The longest lease id `RL.CONCURRENCY` accepts now, in bytes.
+pub fn concurrency_max_id_length() -> i64 {
+    CONCURRENCY_MAX_ID_LENGTH.load(Ordering::Relaxed)
+}
+
+/// Sets `concurrency-max-id-length` (1 to [`Concurrency::MAX_ID_LEN`]).
+pub fn set_concurrency_max_id_length(len: i64) {
+    CONCURRENCY_MAX_ID_LENGTH.store(len.clamp(1, Concurrency::MAX_ID_LEN), Ordering::Relaxed);
+}
+
 // ---- the module configs ----
 
 /// The module configs, in the order they are registered (`ratelimit.<name>`).
-pub static CONFIGS: [Setting; 4] = [
+pub static CONFIGS: [Setting; 6] = [
     Setting::Numeric(&NumericSetting {
         name: c"sliding-log-max-limit",
         min: 1,
@@ -265,5 +333,19 @@ pub static CONFIGS: [Setting; 4] = [
         max: SLIDING_LOG_CALL_BUDGET_MAX,
         get: sliding_log_call_budget,
         set: set_sliding_log_call_budget,
+    }),
+    Setting::Numeric(&NumericSetting {
+        name: c"concurrency-max-limit",
+        min: 1,
+        max: Concurrency::MAX_LIMIT,
+        get: concurrency_max_limit,
+        set: set_concurrency_max_limit,
+    }),
+    Setting::Numeric(&NumericSetting {
+        name: c"concurrency-max-id-length",
+        min: 1,
+        max: Concurrency::MAX_ID_LEN,
+        get: concurrency_max_id_length,
+        set: set_concurrency_max_id_length,
     }),
 ];

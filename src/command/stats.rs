@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::decide::Planned;
 use super::Answer;
+use crate::algorithm::concurrency::LeaseOp;
 use crate::server::info::InfoWriter;
 
 /// The counters of one command or one policy.
@@ -124,5 +125,75 @@ impl CommandStats {
 impl Default for CommandStats {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+// ---- statistics: INFO ratelimit's `ratelimit_concurrency` line ----
+
+/// Leases acquired (`ACQUIRE` allowed, renewals by `ACQUIRE` included),
+/// renewed (`RENEW` allowed), refused (`ACQUIRE` or `RENEW`), released (a
+/// `RELEASE` that found a lease), and expired (leases found expired and
+/// removed by a call).
+pub struct LeaseStats {
+    acquired: AtomicU64,
+    renewed: AtomicU64,
+    refused: AtomicU64,
+    released: AtomicU64,
+    expired: AtomicU64,
+}
+
+/// The counters since load (or `RL.POLICY RESETSTATS`).
+pub static LEASE_STATS: LeaseStats = LeaseStats {
+    acquired: AtomicU64::new(0),
+    renewed: AtomicU64::new(0),
+    refused: AtomicU64::new(0),
+    released: AtomicU64::new(0),
+    expired: AtomicU64::new(0),
+};
+
+impl LeaseStats {
+    /// Counts a lease operation that wrote (`op` done) and the expired
+    /// leases it removed.
+    pub fn record_write(&self, op: LeaseOp, expired_leases: u64) {
+        let counter = match op {
+            LeaseOp::Acquire => &self.acquired,
+            LeaseOp::Renew => &self.renewed,
+            LeaseOp::Release => &self.released,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.expired.fetch_add(expired_leases, Ordering::Relaxed);
+    }
+
+    /// Counts a refused `ACQUIRE` or `RENEW`.
+    pub fn record_refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Zeroes every counter.
+    pub fn reset(&self) {
+        for c in [
+            &self.acquired,
+            &self.renewed,
+            &self.refused,
+            &self.released,
+            &self.expired,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the `ratelimit_concurrency` line.
+    pub fn write(&self, out: &mut InfoWriter) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        out.dict(
+            c"concurrency",
+            &[
+                (c"acquired", load(&self.acquired)),
+                (c"renewed", load(&self.renewed)),
+                (c"refused", load(&self.refused)),
+                (c"released", load(&self.released)),
+                (c"expired", load(&self.expired)),
+            ],
+        );
     }
 }

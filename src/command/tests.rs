@@ -32,3 +32,25 @@ fn replies_round_durations_up_and_mark_never_with_minus_one() {
     };
     assert_eq!(reply_fields(&allowed, ReplyUnit::Millis), [0, 5, 4, -1, 0]);
 }
+
+#[test]
+fn lease_slot_members() {
+    use super::concurrency::split_member;
+    assert_eq!(split_member(b"1:job"), Some((1, &b"job"[..])));
+    assert_eq!(split_member(b"12:a:b"), Some((12, &b"a:b"[..])));
+    assert_eq!(split_member(b"100000:x"), Some((100_000, &b"x"[..])));
+    for bad in [
+        &b"B"[..],
+        b"0:x",
+        b"01:x",
+        b"1:",
+        b":x",
+        b"100001:x",
+        b"x:1",
+        b"1",
+        b"-1:x",
+        b"1234567:x",
+    ] {
+        assert_eq!(split_member(bad), None, "{bad:?}");
+    }
+}

@@ -95,13 +95,14 @@ pub fn load_library(con: &mut redis::Connection) {
 /// The library's function for a module command (`RL.GCRA` → `rl_gcra`), for
 /// the commands the library offers.
 pub fn function_of(command: &str) -> Option<&'static str> {
-    const PAIRS: [(&str, &str); 8] = [
+    const PAIRS: [(&str, &str); 9] = [
         ("RL.GCRA", "rl_gcra"),
         ("RL.TOKENBUCKET", "rl_tokenbucket"),
         ("RL.LEAKYBUCKET", "rl_leakybucket"),
         ("RL.FIXEDWINDOW", "rl_fixedwindow"),
         ("RL.SLIDINGWINDOW", "rl_slidingwindow"),
         ("RL.SLIDINGLOG", "rl_slidinglog"),
+        ("RL.CONCURRENCY", "rl_concurrency"),
         ("CL.THROTTLE", "cl_throttle"),
         ("RL.ALL", "rl_all"),
     ];

@@ -38,6 +38,7 @@ const FUNCTION_OF = {
   'RL.SLIDINGWINDOW': 'rl_slidingwindow',
   'RL.SLIDINGLOG': 'rl_slidinglog',
   'CL.THROTTLE': 'cl_throttle',
+  'RL.CONCURRENCY': 'rl_concurrency',
   'RL.ALL': 'rl_all',
 };
 

@@ -323,4 +323,128 @@ function rateLimit(options = {}) {
   return rateLimitMiddleware;
 }
 
-module.exports = { rateLimit, DenialCache, ipKeyGenerator };
+/**
+ * `concurrencyLimit(options)` → `(req, res, next)`: at most `limit` requests
+ * in flight per key (RL.CONCURRENCY). Each request takes a slot under a lease
+ * of its own (a random id) before `next()`, and gives it back when the
+ * response emits `finish` or `close` — exactly once, whichever fires first
+ * (both do for a completed response; `close` alone when the client aborts). A
+ * request aborted while the slot was being taken gives it back at once and
+ * never reaches `next()`. A process that dies holding slots frees them after
+ * `lease` seconds.
+ *
+ * Options (as rateLimit's where the names agree):
+ * - `client` (or `limiter`: a RateLimit), `timeoutMs`, `engine`, `clock`;
+ * - `limit` (slots, required); `lease` (seconds, default 60): how long a slot
+ *   outlives a process that died holding it; `autoRenew` (default false;
+ *   true: renew every lease/3 while the response is open; or seconds), for
+ *   requests that may outlast `lease`;
+ * - `key(req)` (default: the client's IP, an IPv6 one as its network;
+ *   null/undefined: not limited), `ipv6Subnet`, `validate`, `logger`;
+ * - `cost`: slots per request, a number or (req) => number (default 1);
+ * - `prefix` (default 'rl:conc:') and `name` (default 'default'): the key is
+ *   `${prefix}${name}:${key}`;
+ * - `failOpen` (default true): Redis unavailable: pass without a slot; false: 503;
+ * - `statusCode` (429), `message`, `handler(req, res, next, lease)`: the
+ *   refusal (Retry-After: 1 by default: a slot frees whenever a request ends);
+ * - `onUnavailable(err, req)`: told when Redis cannot decide or a release fails.
+ * `req.concurrency` holds the Lease (a RateLimitResult). Errors (a key or cost
+ * function, the handler, what next() throws) go to next(err).
+ */
+function concurrencyLimit(options = {}) {
+  const limiter = options.limiter ?? new RateLimit(options.client, engineOptions(options));
+  const logger = options.logger ?? console;
+  const validator = makeValidator(options.validate ?? true, logger);
+  const ipv6Subnet = options.ipv6Subnet ?? DEFAULT_IPV6_SUBNET;
+  if (typeof ipv6Subnet !== 'function') checkIpv6Subnet(ipv6Subnet);
+  const keyOf = options.key ?? defaultKeyFor(ipv6Subnet, validator);
+  validator.keyFunction(options.key);
+  if (options.limit === undefined || options.limit === null) throw new TypeError('redis-ratelimit-client: concurrencyLimit() needs `limit` (slots)');
+  const params = { limit: options.limit, lease: options.lease ?? 60 };
+  const prefix = options.prefix ?? 'rl:conc:';
+  const name = options.name ?? 'default';
+  const failOpen = options.failOpen ?? true;
+  const statusCode = options.statusCode ?? 429;
+  const message = options.message ?? 'Too Many Requests\n';
+  const costOf = typeof options.cost === 'function' ? options.cost : () => options.cost ?? 1;
+  const leaseOptions = { autoRenew: options.autoRenew ?? false, onRenewError: (err) => report(err) };
+
+  function report(err, req) {
+    try {
+      if (options.onUnavailable) options.onUnavailable(err, req);
+      else logger.error(err);
+    } catch {
+      // a logger's failure must not fail the request
+    }
+  }
+
+  async function decide(req, res, next) {
+    const id = keyOf(req);
+    if (id === undefined || id === null) return next();
+    const cost = costOf(req);
+    // Listen before the slot is asked for: a client that aborts meanwhile is seen.
+    let ended = false;
+    let lease = null;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      res.removeListener('finish', end);
+      res.removeListener('close', end);
+      if (lease !== null) lease.release().catch((err) => report(err, req));
+    };
+    res.once('finish', end);
+    res.once('close', end);
+    try {
+      lease = await limiter.acquire(`${prefix}${name}:${id}`, { ...params, ...leaseOptions, tokens: cost });
+    } catch (err) {
+      const gone = ended; // the response ended while the slot was asked for
+      end();
+      if (!(err instanceof RateLimitUnavailableError)) throw err;
+      report(err, req);
+      if (gone) return undefined;
+      if (failOpen) return next();
+      res.statusCode = 503;
+      res.setHeader('Retry-After', '1');
+      res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+      return res.end('Service Unavailable\n');
+    }
+    if (ended) {
+      // The response ended (the client went away) while the slot was taken: give it back now.
+      lease.release().catch((err) => report(err, req));
+      return undefined;
+    }
+    req.concurrency = lease;
+    if (!lease.allowed) {
+      end();
+      if (options.handler) return await options.handler(req, res, next, lease);
+      res.statusCode = statusCode;
+      if (!res.headersSent) {
+        res.setHeader('Retry-After', '1');
+        res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+      }
+      return res.end(message);
+    }
+    return next();
+  }
+
+  function concurrencyMiddleware(req, res, next) {
+    decide(req, res, next).catch((err) => {
+      try {
+        next(err);
+      } catch (nextErr) {
+        try {
+          logger.error(nextErr);
+        } catch {
+          // nowhere left to report it
+        }
+      }
+    });
+  }
+  /** The RateLimit it decides with. */
+  concurrencyMiddleware.limiter = limiter;
+  /** The engine deciding: 'module', 'functions' or 'eval' (null before the first decision). */
+  Object.defineProperty(concurrencyMiddleware, 'engine', { get: () => limiter.engine, enumerable: true });
+  return concurrencyMiddleware;
+}
+
+module.exports = { rateLimit, concurrencyLimit, DenialCache, ipKeyGenerator };

@@ -330,7 +330,9 @@ class RateLimit {
 
   /**
    * RL.ALL: several limits, all or nothing. `limits`: [{ key, type, …params }]
-   * (no leakyBucket, no fixedWindow align 'first', no slidingWindow buckets).
+   * (no leakyBucket, no fixedWindow align 'first', no slidingWindow buckets),
+   * and `{ key, type: 'concurrency', limit, lease, id }`: a lease taken only
+   * when every limit allows (released with release(key, id, { limit, lease })).
    * `result.which` is the index of the binding limit in `limits`.
    */
   async all(limits, opts = {}) {
@@ -338,6 +340,16 @@ class RateLimit {
     const keys = [];
     const words = [];
     for (const l of limits) {
+      if (l && l.type === 'concurrency') {
+        // CONCURRENCY limit lease ACQUIRE id: a slot taken only when every limit allows
+        // (give it back with release(key, id, { limit, lease })).
+        for (const p of ['limit', 'lease', 'id']) {
+          if (l[p] === undefined || l[p] === null || l[p] === '') throw new TypeError(`redis-ratelimit-client: a 'concurrency' limit of all() needs '${p}'`);
+        }
+        keys.push(l.key);
+        words.push('CONCURRENCY', l.limit, l.lease, 'ACQUIRE', l.id);
+        continue;
+      }
       const def = specOf(l);
       if (!def.word) throw new TypeError(`redis-ratelimit-client: a '${l.type}' limit cannot be part of RL.ALL`);
       if (l.type === 'fixedWindow' && l.align && String(l.align).toLowerCase() !== 'epoch') {
@@ -373,4 +385,8 @@ class RateLimit {
   }
 }
 
-module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, specFromPolicyWords, SPECS, optionArgs, DEFAULT_TIMEOUT_MS, engineOptions };
+module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, specFromPolicyWords, SPECS, optionArgs, applyBlock, DEFAULT_TIMEOUT_MS, engineOptions };
+
+// Concurrency limits (RL.CONCURRENCY): acquire() → Lease, renew(), release()
+// (lib/concurrency.js, required after the exports it uses are set).
+Object.assign(RateLimit.prototype, require('./concurrency').methods);

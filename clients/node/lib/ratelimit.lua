@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 1
+local VERSION = 2
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -36,6 +36,11 @@ local SLIDING_LOG_MAX_LIMIT = 1000
 local SLIDING_LOG_CALL_BUDGET = 4000
 local SLIDING_LOG_HARD_MAX = 100000
 local STALE_REMOVED_PER_CALL = 128
+local CONCURRENCY_MAX_LIMIT = 1000
+local CONCURRENCY_HARD_MAX = 100000
+local CONCURRENCY_MAX_ID_LENGTH = 128
+local CONCURRENCY_HARD_MAX_ID = 1024
+local EXPIRED_REMOVED_PER_CALL = 128
 
 ---------------------------------------------------------------------------
 -- Errors (core/src/error.rs), raised as {err = text} and replied once.
@@ -50,9 +55,13 @@ local E_OVERFLOW = 'ERR parameters too large: the limiter\'s arithmetic would ov
 local E_REFILL = 'ERR the time to refill from empty (limit × period / tokens per period) must be <= 31622400 seconds (366 days)'
 local E_DUPLICATE = 'ERR RL.ALL names the same key twice'
 local E_LIMITCOUNT = 'ERR RL.ALL needs exactly numkeys limits, one per key'
-local E_UNKNOWN = 'ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG or POLICY name'
+local E_UNKNOWN = 'ERR unknown limit type: expected GCRA, TOKENBUCKET, FIXEDWINDOW, SLIDINGWINDOW, SLIDINGLOG, CONCURRENCY or POLICY name'
 local E_LEAKY_IN_ALL = 'ERR LEAKYBUCKET cannot be part of RL.ALL: its \'allowed after a delay\' has no all-or-nothing meaning'
 local E_POLICY = 'ERR policies are module data: POLICY is not available in the Functions library (use the module, or give the limit itself)'
+local E_LEASE_OP = 'ERR expected ACQUIRE id, RENEW id or RELEASE id after the parameters'
+local E_LEASE_SYNTAX = 'ERR syntax error: expected [TOKENS n] [PEEK] [BLOCK duration] after ACQUIRE id, [PEEK] after RENEW id or RELEASE id'
+local E_ALL_LEASE = 'ERR a CONCURRENCY limit of RL.ALL takes ACQUIRE id after its parameters (RENEW and RELEASE: RL.CONCURRENCY)'
+local E_REFUND_CONCURRENCY = 'ERR REFUND does not apply to a CONCURRENCY limit: give its slots back with RL.CONCURRENCY key limit lease RELEASE id'
 -- The library's own: a value the module accepts that Lua cannot compute
 -- exactly.
 local E_INEXACT_STATE = 'ERR the value at this key holds a number above 9007199254740991 (2^53 - 1), which the Functions library cannot compute exactly'
@@ -1134,9 +1143,11 @@ local function plan_string(key, alg, lim, at)
       d = blocked_decision(d, new_until, now)
       local ms = rpcall('PEXPIRETIME', key)
       if type(ms) ~= 'number' then
-        -- Redis 6.2: no PEXPIRETIME; the expiry from PTTL and the clock.
+        -- Redis 6.2: no PEXPIRETIME; the expiry from PTTL and the server's
+        -- clock (PTTL counts from it, not from the caller's NOW).
         local ttl = rcall('PTTL', key)
-        ms = ttl >= 0 and (at.now_ms + ttl) or -1
+        local t = rcall('TIME')
+        ms = ttl >= 0 and (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl) or -1
       end
       local current_us = ms > 0 and ms * 1000 or 0
       if current_us > cap then current_us = cap end
@@ -1421,13 +1432,14 @@ function SLIDINGLOG.plan(key, lim, at)
   return d, write
 end
 
--- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the clock (ms; -1
--- for none).
-local function expire_time_ms(key, now_ms)
+-- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the server's clock
+-- (PTTL counts from it, not from the caller's NOW) (ms; -1 for none).
+local function expire_time_ms(key)
   local ms = rpcall('PEXPIRETIME', key)
   if type(ms) ~= 'number' then
     local ttl = rcall('PTTL', key)
-    ms = ttl >= 0 and (now_ms + ttl) or -1
+    local t = rcall('TIME')
+    ms = ttl >= 0 and (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl) or -1
   end
   return ms
 end
@@ -1459,7 +1471,7 @@ function SLIDINGLOG.apply(key, w)
     rcall('PEXPIREAT', key, ceil_ms(w.expire))
   elseif w.log == 'block' then
     rcall('ZADD', key, dec(w.block_end), 'B')
-    local current = expire_time_ms(key, w.now_ms)
+    local current = expire_time_ms(key)
     if current < 0 then current = 0 end
     local cap_ms = ceil_ms(w.cap)
     if current > cap_ms then current = cap_ms end
@@ -1478,6 +1490,296 @@ function SLIDINGLOG.apply(key, w)
     if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
     rcall('PEXPIREAT', key, ceil_ms(w.expire))
   end
+end
+
+
+---------------------------------------------------------------------------
+-- Concurrency limit with leases (core/src/algorithm/concurrency.rs,
+-- src/command/concurrency.rs, src/command/decide/lease.rs): a sorted set
+-- with one entry per slot held, scored by its lease's expiry in µs; slot k
+-- of the lease `id` is the member "<k>:<id>"; a block is the member "B".
+
+local CONCURRENCY = { command = 'RL.CONCURRENCY' }
+
+function CONCURRENCY.parse(a, at)
+  local limit = integer(a, at, 'limit')
+  local lease_us = seconds_as_us(a, at + 1, 'lease')
+  if limit < 1 or limit > CONCURRENCY_HARD_MAX then e_range('limit', '>= 1 and <= 100000') end
+  if lease_us < 1 or lease_us > MAX_PERIOD_US then e_period('lease') end
+  if limit > CONCURRENCY_MAX_LIMIT then
+    fail('ERR limit must be <= ' .. dec(CONCURRENCY_MAX_LIMIT) .. ' (the module\'s concurrency-max-limit)')
+  end
+  return { limit = limit, lease_us = lease_us }
+end
+
+-- The operation a word names (any case), or nil.
+local function lease_op(word)
+  if word == nil then return nil end
+  local W = upper(word)
+  if W == 'ACQUIRE' or W == 'RENEW' or W == 'RELEASE' then return W end
+  return nil
+end
+
+local function check_lease_id(id)
+  if id == nil then fail(E_LEASE_OP) end
+  if #id < 1 or #id > CONCURRENCY_MAX_ID_LENGTH then
+    fail('ERR lease id must be 1 to ' .. dec(CONCURRENCY_MAX_ID_LENGTH) .. ' bytes (the module\'s concurrency-max-id-length)')
+  end
+end
+
+-- A slot's member "<k>:<id>": k (1 to 100000, no leading zero) and id (1 to
+-- 1024 bytes); nil for any other member.
+local function split_slot(m)
+  local colon = find(m, ':', 1, true)
+  if colon == nil or colon > 7 or colon == 1 then return nil end
+  local digits = sub(m, 1, colon - 1)
+  if not find(digits, '^[1-9][0-9]*$') then return nil end
+  local k = tonumber(digits)
+  if k > CONCURRENCY_HARD_MAX then return nil end
+  local id = sub(m, colon + 1)
+  if #id < 1 or #id > CONCURRENCY_HARD_MAX_ID then return nil end
+  return k, id
+end
+
+local function is_lease_member(m)
+  return m == 'B' or split_slot(m) ~= nil
+end
+
+local function e_lease_member(key)
+  e_foreign(key, 'RL.CONCURRENCY', NOT_OURS_MEMBER)
+end
+
+-- The leases of `key` at `now` for the lease `id`: nil for no key, else
+-- {key, id, len, newest, blocked, held = {expires, slots} or nil, probed};
+-- errors for another type, a set longer than any, a foreign newest entry, a
+-- newest entry or block beyond the horizon.
+local function lease_open(key, id, now)
+  local len = rpcall('ZCARD', key)
+  if type(len) ~= 'number' then fail(E_WRONGTYPE) end
+  if len == 0 then return nil end
+  if len > 2 * CONCURRENCY_HARD_MAX + 1 then e_foreign(key, 'RL.CONCURRENCY', NOT_OURS_TOO_LONG) end
+  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  local z = { key = key, id = id, len = len }
+  local i = 1
+  if top[1] == 'B' then i = 3 end
+  local member = top[i]
+  if member ~= nil then
+    local score = tonumber(top[i + 1])
+    if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
+        and split_slot(member) ~= nil) then
+      e_invalid('RL.CONCURRENCY')
+    end
+    z.newest = score_us(score)
+  end
+  if i == 3 then
+    z.blocked = score_us(tonumber(top[2]))
+  else
+    local b = rcall('ZSCORE', key, 'B')
+    if b then z.blocked = score_us(tonumber(b)) end
+  end
+  local latest = z.newest
+  if z.blocked and (latest == nil or z.blocked > latest) then latest = z.blocked end
+  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, 'RL.CONCURRENCY', NOT_OURS_AHEAD) end
+  -- The lease's slots: 1:id, 2:id, … while present; those sharing the
+  -- first one's score are the lease.
+  local probed, same = 0, true
+  while probed < CONCURRENCY_MAX_LIMIT do
+    local s = rcall('ZSCORE', key, dec(probed + 1) .. ':' .. id)
+    if not s then break end
+    probed = probed + 1
+    s = score_us(tonumber(s))
+    if z.held == nil then
+      z.held = { expires = s, slots = 1 }
+    elseif same and z.held.expires == s then
+      z.held.slots = z.held.slots + 1
+    else
+      same = false
+    end
+  end
+  z.probed = probed
+  return z
+end
+
+-- Slots (not the block) expiring after `after`, at most `at_most`, as the
+-- sliding log counts; every member walked checked. `want` fetches that many
+-- of the oldest expired entries at least (z.expired: what an allowed call
+-- removes).
+local function lease_count_after(z, after, at_most, want)
+  if z == nil then return 0 end
+  if at_most < 0 then at_most = 0 end
+  local fetch = at_most + 1
+  if want and want > fetch then fetch = want end
+  local expired = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(after), 'LIMIT', 0, fetch)
+  z.expired = expired
+  local n = #expired
+  if n > at_most + 1 then n = at_most + 1 end
+  for i = 1, n do
+    if not is_lease_member(expired[i]) then e_lease_member(z.key) end
+  end
+  if n <= at_most then
+    local live = z.len - n
+    if z.blocked and z.blocked > after then live = live - 1 end
+    if live < 0 then live = 0 end
+    if live > at_most then live = at_most end
+    return live
+  end
+  local live = 0
+  if at_most > 0 then
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(after), 'LIMIT', 0, at_most + 1)
+    for i = 1, #got do
+      local m = got[i]
+      if m ~= 'B' then
+        if not is_lease_member(m) then e_lease_member(z.key) end
+        live = live + 1
+        if live >= at_most then break end
+      end
+    end
+  end
+  return live
+end
+
+-- The expiry of the k-th (0-based) newest slot of another lease than the
+-- call's; every member walked checked.
+local function lease_nth_newest_other(z, k)
+  if z == nil then return nil end
+  local batch = k + 2 + z.probed
+  local offset, seen, own = 0, 0, 0
+  while true do
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', offset, batch)
+    for i = 1, #got, 2 do
+      local m = got[i]
+      if m ~= 'B' then
+        if not is_lease_member(m) then e_lease_member(z.key) end
+        local _, id = split_slot(m)
+        if own < z.probed and id == z.id then
+          own = own + 1
+        else
+          if seen == k then return score_us(tonumber(got[i + 1])) end
+          seen = seen + 1
+        end
+      end
+    end
+    if #got < 2 * batch then return nil end
+    offset = offset + batch
+  end
+end
+
+-- The decision of `op` for the lease, and the update (nil: nothing).
+function CONCURRENCY.decide(lim, z, now, op, n)
+  local held = z and z.held
+  local own_live = 0
+  if held and held.expires > now then own_live = held.slots end
+  local want = n
+  if want > lim.limit then want = lim.limit end
+  if op == 'RELEASE' then want = 0 end
+  if op == 'RENEW' then want = held and held.slots or 0 end
+  local live = lease_count_after(z, now, lim.limit + own_live + 1, want + EXPIRED_REMOVED_PER_CALL)
+  local others = live - own_live
+  if others < 0 then others = 0 end
+  local newest_other = lease_nth_newest_other(z, 0)
+  if newest_other and newest_other <= now then newest_other = nil end
+  local latest = newest_other
+  if own_live > 0 and (latest == nil or held.expires > latest) then latest = held.expires end
+  local reset_now = latest and latest - now or 0
+  local function refuse(retry)
+    local remaining = lim.limit - live
+    if remaining < 0 then remaining = 0 end
+    return decision(true, lim.limit, remaining, retry, reset_now)
+  end
+  local function take(slots)
+    local expires = now + lim.lease_us
+    local last = expires
+    if newest_other and newest_other > last then last = newest_other end
+    local remaining = lim.limit - others - slots
+    if remaining < 0 then remaining = 0 end
+    return decision(false, lim.limit, remaining, false, last - now),
+      { slots = slots, expires = expires, expire_at = last, remove_at_most = slots + EXPIRED_REMOVED_PER_CALL }
+  end
+  if op == 'ACQUIRE' then
+    if n < 1 then n = 1 end
+    if n > lim.limit then return refuse(false) end
+    if others + n > lim.limit then
+      local retry = reset_now
+      local t = lease_nth_newest_other(z, lim.limit - n)
+      if t then retry = t - now end
+      if retry < 1 then retry = 1 end
+      return refuse(retry)
+    end
+    return take(n)
+  elseif op == 'RENEW' then
+    if held and own_live > 0 then return take(held.slots) end
+    return refuse(false)
+  end
+  local remaining = lim.limit - others
+  if remaining < 0 then remaining = 0 end
+  local d = decision(false, lim.limit, remaining, false, newest_other and newest_other - now or 0)
+  if not held then return d end
+  return d, { slots = 0, expires = now, expire_at = newest_other, remove_at_most = EXPIRED_REMOVED_PER_CALL }
+end
+
+function CONCURRENCY.plan(key, lim, at)
+  local now = at.now
+  local id = lim.id
+  local z = lease_open(key, id, now)
+  local cap = now + MAX_PERIOD_US
+  local block_end = z and z.blocked
+  local op = lim.op
+  local d, upd = CONCURRENCY.decide(lim, z, now, op, at.n)
+  local write
+  if op == 'ACQUIRE' then
+    local in_force = block_end and block_end > now and block_end or nil
+    if in_force then d = blocked_decision(d, in_force, now) end
+    if d[1] then
+      if at.block_us and z and d[4] then
+        local new_until = now + at.block_us
+        if in_force and in_force > new_until then new_until = in_force end
+        d = blocked_decision(d, new_until, now)
+        write = { log = 'block', block_end = new_until, now_ms = at.now_ms, cap = cap }
+      end
+      return d, write
+    end
+  end
+  if upd == nil or d[1] then return d, nil end
+  local in_force
+  if op == 'RELEASE' and block_end and block_end > now then in_force = block_end end
+  local latest = upd.expire_at
+  if in_force and (latest == nil or in_force > latest) then latest = in_force end
+  if latest == nil then return d, { lease = true, delete = true } end
+  if latest > cap then latest = cap end
+  -- The slots it removes, read and checked now, before any key of the
+  -- call is written.
+  local removed = {}
+  if z and not at.peek then
+    local fetched = z.expired or {}
+    local n = #fetched
+    if n > upd.remove_at_most then n = upd.remove_at_most end
+    for i = 1, n do
+      local m = fetched[i]
+      if not is_lease_member(m) then e_lease_member(key) end
+      removed[#removed + 1] = m
+    end
+    for k = upd.slots + 1, z.probed do removed[#removed + 1] = dec(k) .. ':' .. id end
+  end
+  return d, { lease = true, removed = removed, slots = upd.slots, id = id,
+    score = dec(upd.expires), expire_ms = ceil_ms(latest) }
+end
+
+function CONCURRENCY.apply(key, w)
+  if not w.lease then return SLIDINGLOG.apply(key, w) end
+  if w.delete then
+    rcall('UNLINK', key)
+    return
+  end
+  if #w.removed > 0 then rcall('ZREM', key, unpack(w.removed)) end
+  if w.slots > 0 then
+    local args = {}
+    for k = 1, w.slots do
+      args[2 * k - 1] = w.score
+      args[2 * k] = dec(k) .. ':' .. w.id
+    end
+    rcall('ZADD', key, unpack(args))
+  end
+  rcall('PEXPIREAT', key, w.expire_ms)
 end
 
 ---------------------------------------------------------------------------
@@ -1525,7 +1827,8 @@ end
 local function check_budget(lims, n)
   local entries = 0
   for i = 1, #lims do
-    if lims[i].alg == SLIDINGLOG then entries = entries + log_entries(lims[i], n) end
+    local alg = lims[i].alg
+    if alg == SLIDINGLOG or alg == CONCURRENCY then entries = entries + log_entries(lims[i], n) end
   end
   if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
 end
@@ -1542,7 +1845,7 @@ end
 
 -- One limiter: plan, write unless PEEK (or a _ro twin), reply.
 local function run_one(key, lim, o, ro, secs)
-  if lim.alg == SLIDINGLOG then check_budget({ lim }, o.n) end
+  if lim.alg == SLIDINGLOG or lim.alg == CONCURRENCY then check_budget({ lim }, o.n) end
   if ro then o.peek = true end
   clock(o)
   local d, write, expire_ms = plan_key(key, lim, o)
@@ -1690,6 +1993,45 @@ COMMANDS.rl_slidingwindow = function(keys, args, ro)
   return run_one(key, lim, o, ro)
 end
 
+-- RL.CONCURRENCY key limit lease ACQUIRE id [TOKENS n] [PEEK] [BLOCK d] |
+-- RENEW id [PEEK] | RELEASE id [PEEK] (src/command/concurrency.rs).
+local concurrency_cached = limit_cache()
+
+COMMANDS.rl_concurrency = function(keys, args, ro)
+  local key = one_key('rl_concurrency', keys)
+  local count, now = trailing_now(args)
+  if count < 4 then wrong_arity('rl.concurrency') end
+  local base = concurrency_cached(CONCURRENCY, args, 2)
+  local op = lease_op(args[3])
+  if op == nil then fail(E_LEASE_OP) end
+  local id = args[4]
+  check_lease_id(id)
+  local o
+  if op == 'ACQUIRE' then
+    o = options_or_default(args, count, 5, now, nil, E_LEASE_SYNTAX)
+    if o.refund then fail(E_LEASE_SYNTAX) end
+  else
+    -- Only PEEK (and the library's NOW), each at most once.
+    o = { refund = false, n = 1, peek = false, block_us = false, now = now or false, now_ms = false }
+    local i, now_seen = 5, now ~= nil
+    while i <= count do
+      local W = upper(args[i])
+      if W == 'PEEK' and not o.peek then
+        o.peek = true
+        i = i + 1
+      elseif W == 'NOW' and not now_seen then
+        now_seen = true
+        o.now = now_option(args, i + 1, E_LEASE_SYNTAX)
+        i = i + 2
+      else
+        fail(E_LEASE_SYNTAX)
+      end
+    end
+  end
+  local lim = { alg = CONCURRENCY, limit = base.limit, lease_us = base.lease_us, op = op, id = id }
+  return run_one(key, lim, o, ro)
+end
+
 -- CL.THROTTLE key max_burst count_per_period period [quantity], then the
 -- library's NOW unix_µs last (src/command/throttle.rs).
 COMMANDS.cl_throttle = function(keys, args, ro)
@@ -1715,6 +2057,7 @@ local KINDS = {
   FIXEDWINDOW = { FIXEDWINDOW, 2 },
   SLIDINGWINDOW = { SLIDINGWINDOW, 2 },
   SLIDINGLOG = { SLIDINGLOG, 2 },
+  CONCURRENCY = { CONCURRENCY, 2 },
 }
 local OPTION_WORDS = { TOKENS = true, REFUND = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
 
@@ -1757,6 +2100,7 @@ COMMANDS.rl_all = function(keys, args, ro)
     seen[keys[i]] = true
   end
   local lims = {}
+  local concurrency = false
   local at = 2 + n
   for i = 1, n do
     if at > count then fail(E_LIMITCOUNT) end
@@ -1769,6 +2113,14 @@ COMMANDS.rl_all = function(keys, args, ro)
       if (lim.limit or 0) > MAX_EXACT then e_inexact('limit') end
       lims[i] = lim
       at = at + 1 + kind[2]
+      if kind[1] == CONCURRENCY then
+        -- ACQUIRE id (src/command/all.rs acquire).
+        if lease_op(a[at]) ~= 'ACQUIRE' or a[at + 1] == nil then fail(E_ALL_LEASE) end
+        check_lease_id(a[at + 1])
+        lim.op, lim.id = 'ACQUIRE', a[at + 1]
+        at = at + 2
+        concurrency = true
+      end
     elseif W == 'POLICY' then
       if a[at + 1] == nil then fail(E_LIMITCOUNT) end
       fail(E_POLICY)
@@ -1790,6 +2142,7 @@ COMMANDS.rl_all = function(keys, args, ro)
     end
     return nil
   end, nil, now)
+  if concurrency and o.refund then fail(E_REFUND_CONCURRENCY) end
   check_budget(lims, o.n)
   if ro then o.peek = true end
   clock(o)
@@ -1862,6 +2215,7 @@ if redis.register_function then
   register('rl_slidingwindow')
   register('rl_slidinglog')
   register('cl_throttle')
+  register('rl_concurrency')
   register('rl_all')
   redis.register_function { function_name = 'rl_version', flags = { 'no-writes' }, callback = function()
     return VERSION

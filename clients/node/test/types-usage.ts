@@ -9,6 +9,8 @@ import {
   RateLimit,
   RateLimitResult,
   rateLimit,
+  concurrencyLimit,
+  Lease,
   RedisRateLimitStore,
   RateLimiterRedisModule,
   RateLimiterUnion,
@@ -96,6 +98,27 @@ async function main(): Promise<void> {
   const got: RateLimiterRes | null = await flex.get('u');
   const deleted: boolean = await flex.delete('u');
   await new RateLimiterUnion(flex, flex).consume('u');
+  // Concurrency leases (RL.CONCURRENCY).
+  const lease: Lease = await rl.acquire('reports:7', { limit: 3, lease: 30, tokens: 1, autoRenew: true, onLost: (r, l) => console.log(r.limited, l.id) });
+  if (lease.allowed) {
+    const renewed: RateLimitResult = await lease.renew();
+    const freed: RateLimitResult | null = await lease.release();
+    console.log(renewed.remaining, freed?.remaining, lease.held, lease.lost, lease.leaseSeconds);
+  } else {
+    console.log(lease.retryAfterMs);
+  }
+  await rl.acquire('k', { limit: 1, lease: 0.5, id: 'job-1', autoRenew: 0.1, onRenewError: (err) => console.error(err) });
+  await rl.renew('k', 'job-1', { limit: 1, lease: 0.5 });
+  await rl.all([
+    { key: '{t:7}:hour', type: 'slidingWindow', limit: 100, window: 3600 },
+    { key: '{t:7}:running', type: 'concurrency', limit: 3, lease: 30, id: 'job-1' },
+  ]);
+  await rl2.release('k', 'job-1', { limit: 1, lease: 0.5, peek: true });
+  app.use(concurrencyLimit({ client: nodeRedis, limit: 3, lease: 30, autoRenew: true, key: (req) => req.headers['x-tenant'] as string }));
+  const conc = concurrencyLimit({ client: ioredis, limit: 2, handler: (req, res, next, l) => res.end(String(l.retryAfterMs)) });
+  app.get('/report', conc, (req, res) => res.send('ok'));
+  const concEngine: EngineName | null = conc.engine;
+  void concEngine;
   console.log(limited, retry, h, which, got, deleted, timeout, fn);
 }
 

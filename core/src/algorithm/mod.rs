@@ -16,6 +16,7 @@ pub mod all;
 pub mod block;
 pub mod bucket_window;
 pub mod cell;
+pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;

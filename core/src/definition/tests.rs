@@ -46,6 +46,9 @@ impl LocalBounds for Bounds {
     fn sliding_log_call_budget(&self) -> i64 {
         4_000
     }
+    fn concurrency_max_limit(&self) -> i64 {
+        1000
+    }
 }
 
 fn def(text: &str, origin: Origin) -> Result<Definition> {

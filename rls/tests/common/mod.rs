@@ -5,6 +5,11 @@
 //! * `RATELIMIT_MODULE` — the module (default: `target/debug/libredis_ratelimit.so`
 //!   of the workspace; `make test-rls` builds it).
 //! * `REDIS_SERVER` — the server binary (default: `redis-server`).
+//! * `RATELIMIT_TEST_ENGINE` — the engine the suite runs on (issue 31):
+//!   `module` (default: servers load the module), `functions` (servers
+//!   without it: the service finds no module and loads the Functions
+//!   library) or `eval` (servers without it, the service started with
+//!   `--engine eval`). `make test-rls` runs the suite on each.
 
 #![allow(dead_code)]
 
@@ -21,6 +26,17 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::R
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use ratelimit_rls::settings::Settings;
 use tonic::transport::Channel;
+
+/// The engine the suite runs on: `RATELIMIT_TEST_ENGINE`, `module` by default.
+pub fn test_engine() -> &'static str {
+    static ENGINE: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(|| match std::env::var("RATELIMIT_TEST_ENGINE").as_deref() {
+        Err(_) | Ok("module") => "module",
+        Ok("functions") => "functions",
+        Ok("eval") => "eval",
+        Ok(other) => panic!("RATELIMIT_TEST_ENGINE={other}: expected module, functions or eval"),
+    })
+}
 
 pub fn module_path() -> PathBuf {
     let path = std::env::var_os("RATELIMIT_MODULE")
@@ -51,7 +67,7 @@ pub fn free_port() -> u16 {
 pub struct Redis {
     child: Child,
     pub port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Redis {
@@ -59,11 +75,56 @@ impl Redis {
         Redis::start_with(&[])
     }
 
-    /// With extra `--name value` arguments.
+    /// With extra `--name value` arguments; with the module unless the
+    /// suite runs on another engine ([`test_engine`]).
     pub fn start_with(extra: &[&str]) -> Redis {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Redis::start_server(test_engine() == "module", extra)
+    }
+
+    /// A server without the module, whatever the suite's engine.
+    pub fn start_without_module(extra: &[&str]) -> Redis {
+        Redis::start_server(false, extra)
+    }
+
+    /// A server with the module, whatever the suite's engine.
+    pub fn start_with_module(extra: &[&str]) -> Redis {
+        Redis::start_server(true, extra)
+    }
+
+    /// Stops the server and starts another on the same port, empty (no
+    /// persistence), with or without the module: a restart, or a failover
+    /// to a server that lacks what the first one had.
+    pub fn restart(&mut self, with_module: bool) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
+        let next = Redis::spawn_on(with_module, &[], dir, Some(self.port));
+        *self = next;
+    }
+
+    fn start_server(with_module: bool, extra: &[&str]) -> Redis {
+        Redis::spawn_on(
+            with_module,
+            extra,
+            tempfile::tempdir().expect("temp dir"),
+            None,
+        )
+    }
+
+    /// Starts a server in `dir` on `fixed` or a free port (tried 5 times).
+    fn spawn_on(
+        with_module: bool,
+        extra: &[&str],
+        dir: tempfile::TempDir,
+        fixed: Option<u16>,
+    ) -> Redis {
+        let module: Vec<std::ffi::OsString> = if with_module {
+            vec!["--loadmodule".into(), module_path().into()]
+        } else {
+            Vec::new()
+        };
         for _ in 0..5 {
-            let port = free_port();
+            let port = fixed.unwrap_or_else(free_port);
             let mut child = Command::new(
                 std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into()),
             )
@@ -71,8 +132,7 @@ impl Redis {
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .arg("--dir")
             .arg(dir.path())
-            .arg("--loadmodule")
-            .arg(module_path())
+            .args(&module)
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -87,11 +147,7 @@ impl Redis {
                 if let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) {
                     if let Ok(mut con) = client.get_connection() {
                         if redis::cmd("PING").query::<String>(&mut con).is_ok() {
-                            return Redis {
-                                child,
-                                port,
-                                _dir: dir,
-                            };
+                            return Redis { child, port, dir };
                         }
                     }
                 }
@@ -157,6 +213,9 @@ impl Rls {
         if !flags.contains(&"--reload-interval-ms") {
             args.extend(["--reload-interval-ms".into(), "50".into()]);
         }
+        if test_engine() == "eval" && !flags.contains(&"--engine") {
+            args.extend(["--engine".into(), "eval".into()]);
+        }
         args.extend(flags.iter().map(|s| s.to_string()));
         let settings = Settings::parse_from(args);
         let running = ratelimit_rls::start(&settings)
@@ -173,6 +232,30 @@ impl Rls {
         RateLimitServiceClient::connect(format!("http://{}", self.running.grpc_addr))
             .await
             .expect("connect")
+    }
+
+    /// The engine the service reports in use (`ratelimit_rls_engine` on
+    /// `/metrics`), waiting up to 5 s for it to be found.
+    pub async fn engine(&self) -> Option<String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let (_, body) = self.http_get("/metrics").await;
+            let on: Vec<&str> = body
+                .lines()
+                .filter_map(|l| {
+                    l.strip_prefix("ratelimit_rls_engine{engine=\"")?
+                        .strip_suffix("\"} 1")
+                })
+                .collect();
+            assert!(on.len() <= 1, "one engine at a time:\n{body}");
+            if let Some(engine) = on.first() {
+                return Some(engine.to_string());
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// `GET path` on the HTTP port: (status code, body).

@@ -17,12 +17,14 @@ use smallvec::SmallVec;
 
 use super::{propagate, settings, Answer};
 
+mod lease;
 mod sorted_set;
 mod storage;
 mod write;
 
 use crate::algorithm::block::{self, BLOCKED_BUF_LEN};
 use crate::algorithm::bucket_window::{self, BucketWindow};
+pub use crate::algorithm::concurrency::LeaseOp;
 use crate::algorithm::plan::{plan as plan_change, Change};
 pub use crate::algorithm::plan::{Op, Options};
 use crate::algorithm::recognize::is_limiter_state;
@@ -38,6 +40,7 @@ use crate::server::key::{Key, KeyKind};
 use crate::server::string::{Arg, OwnedString};
 use crate::server::{clock_us, Ctx};
 use crate::time::{ceil_ms, STATE_HORIZON_US};
+use lease::plan_lease;
 use sorted_set::plan_log;
 use storage::{plan_string, Buckets, Fixed};
 use write::{
@@ -74,22 +77,34 @@ pub struct Planned<'a> {
     replace: bool,
 }
 
+/// The lease a call's `CONCURRENCY` limit acquires, renews or releases.
+#[derive(Clone, Copy)]
+pub struct Lease<'a> {
+    pub op: LeaseOp,
+    pub id: Arg<'a>,
+}
+
+/// One limit of a call: its key, the limit, its policy's modes, and for a
+/// `CONCURRENCY` limit its lease.
+pub type CallLimit<'a> = (Arg<'a>, Limit, Modes, Option<Lease<'a>>);
+
 /// Decides one limiter: the whole life of a single command's call (as
 /// [`all`] with one limit, without its allocations).
 pub fn one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Answer> {
-    rule(ctx, name, limit, &Modes::default(), options)
+    rule(ctx, name, limit, &Modes::default(), None, options)
 }
 
 /// [`one`] for a limit with a policy's [`Modes`] (`RL.LIMIT`).
-pub fn rule(
+pub fn rule<'a>(
     ctx: Ctx,
-    name: Arg,
+    name: Arg<'a>,
     limit: &Limit,
     modes: &Modes,
+    lease: Option<Lease<'a>>,
     options: &Options,
 ) -> Result<Answer> {
     check_budget([limit], options.op)?;
-    let (mut key, p) = plan(ctx, name, limit, modes, clock_us(), options)?;
+    let (mut key, p) = plan(ctx, name, limit, modes, lease, clock_us(), options)?;
     let mut answer = Answer::new(p.decision, None, p.blocked, options);
     answer.shadow_limited = p.shadow_limited;
     answer.soft_over = p.soft_over && !options.peek;
@@ -117,18 +132,18 @@ pub fn rule(
 /// `planned` is left with each limit's plan, in order.
 pub fn all<'a>(
     ctx: Ctx,
-    limits: &[(Arg<'a>, Limit, Modes)],
+    limits: &[CallLimit<'a>],
     options: &Options,
     planned: &mut Few<Planned<'a>>,
 ) -> Result<Answer> {
-    check_budget(limits.iter().map(|(_, limit, _)| limit), options.op)?;
+    check_budget(limits.iter().map(|(_, limit, _, _)| limit), options.op)?;
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
     planned.clear();
     // What the reply needs from all the limits, gathered as they are planned.
     let (mut shadows, mut blocked, mut shadow_limited, mut soft_over) = (0, false, false, false);
-    for (name, limit, modes) in limits {
-        let (key, p) = plan(ctx, *name, limit, modes, now_us, options)?;
+    for (name, limit, modes, lease) in limits {
+        let (key, p) = plan(ctx, *name, limit, modes, *lease, now_us, options)?;
         shadows += usize::from(p.shadow);
         blocked |= p.blocked;
         shadow_limited |= p.shadow_limited;
@@ -191,7 +206,7 @@ pub fn all<'a>(
     Ok(answer)
 }
 
-/// Refuses a call whose sliding logs may touch more entries than the module
+/// Refuses a call whose sliding logs (and lease sets) may touch more entries than the module
 /// setting `sliding-log-call-budget` ([`SlidingLog::call_entries`], summed),
 /// before any key is opened: [`Error::OverBudget`]. Other limits count 0
 /// (their work is O(1); `RL.ALL` takes at most 64).
@@ -203,6 +218,8 @@ pub fn check_budget<'l>(limits: impl IntoIterator<Item = &'l Limit>, op: Op) -> 
         .into_iter()
         .map(|limit| match limit {
             Limit::SlidingLog(log) => log.call_entries(tokens),
+            // A lease set's walk is bounded as a log's.
+            Limit::Concurrency(c) => c.limit() + tokens.clamp(0, c.limit()),
             _ => 0,
         })
         .fold(0i64, i64::saturating_add);
@@ -269,6 +286,7 @@ fn plan<'a>(
     name: Arg<'a>,
     limit: &Limit,
     modes: &Modes,
+    lease: Option<Lease<'a>>,
     now_us: i64,
     options: &Options,
 ) -> Result<(Key<'a>, Planned<'a>)> {
@@ -279,7 +297,7 @@ fn plan<'a>(
         modes,
         fresh: false,
     };
-    match plan_key(ctx, key, name, limit, &at) {
+    match plan_key(ctx, key, name, limit, lease, &at) {
         // Under a policy, another algorithm's state (or variant's) reads as
         // no key; anything the module did not write keeps its error.
         Err(e) if modes.policy && e.is_state_mismatch() => {
@@ -288,7 +306,7 @@ fn plan<'a>(
                 return Err(e);
             }
             at.fresh = true;
-            let (key, mut p) = plan_key(ctx, key, name, limit, &at)?;
+            let (key, mut p) = plan_key(ctx, key, name, limit, lease, &at)?;
             p.replace = true;
             Ok((key, p))
         }
@@ -301,7 +319,10 @@ fn plan<'a>(
 fn holds_limiter_state(ctx: Ctx, key: &Key, now_us: i64) -> Result<bool> {
     Ok(match key.kind()? {
         KeyKind::String => key.string()?.is_some_and(is_limiter_state),
-        KeyKind::SortedSet => ZsetLog::open(ctx, key, now_us).is_ok_and(|log| log.is_some()),
+        KeyKind::SortedSet => {
+            ZsetLog::open(ctx, key, now_us).is_ok_and(|log| log.is_some())
+                || super::concurrency::holds_leases(ctx, key, now_us)
+        }
         _ => false,
     })
 }
@@ -311,6 +332,7 @@ fn plan_key<'a>(
     key: Key<'a>,
     name: Arg<'a>,
     limit: &Limit,
+    lease: Option<Lease<'a>>,
     at: &At,
 ) -> Result<(Key<'a>, Planned<'a>)> {
     match limit {
@@ -322,6 +344,12 @@ fn plan_key<'a>(
         Limit::Throttle(a) => plan_string(key, name, &Fixed(a), "CL.THROTTLE", at),
         Limit::BucketWindow(a) => plan_string(key, name, &Buckets(a), "RL.SLIDINGWINDOW", at),
         Limit::SlidingLog(a) => plan_log(ctx, key, name, a, at),
+        Limit::Concurrency(a) => {
+            let lease = lease.ok_or(Error::Internal {
+                what: "a CONCURRENCY limit without its lease",
+            })?;
+            plan_lease(ctx, key, name, a, lease, at)
+        }
     }
 }
 

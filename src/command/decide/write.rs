@@ -37,6 +37,14 @@ pub(super) enum Write {
         until_us: i64,
         expire_at_ms: i64,
     },
+    /// A concurrency limit's lease written (or the key unlinked when
+    /// `expire_at_ms` is `None`).
+    Lease {
+        members: crate::command::concurrency::LeaseMembers,
+        expire_at_ms: Option<i64>,
+        op: LeaseOp,
+        expired_leases: u64,
+    },
     /// Remove the newest entries of a sliding log.
     LogRefund {
         remove_newest: i64,
@@ -63,6 +71,15 @@ pub(super) enum Effect<'w> {
         removed: Vec<OwnedString>,
         score: Option<OwnedString>,
         added: Vec<OwnedString>,
+        expire_at_ms: i64,
+    },
+    /// A lease written: slots removed (expired ones, then the lease's own),
+    /// slots added at `score_us` (made a string only to propagate).
+    Lease {
+        expired: &'w [OwnedString],
+        removed: &'w [OwnedString],
+        score_us: i64,
+        added: &'w [OwnedString],
         expire_at_ms: i64,
     },
 }
@@ -119,7 +136,10 @@ fn replace_first(ctx: Ctx, key: &mut Key, p: &Planned) -> Result<()> {
             effects::replicate_unlink(ctx, p.name)?;
         } else {
             key.delete()?;
-            if matches!(p.write, Write::LogTake { .. } | Write::LogBlock { .. }) {
+            if matches!(
+                p.write,
+                Write::LogTake { .. } | Write::LogBlock { .. } | Write::Lease { .. }
+            ) {
                 // Replicas and the AOF hold the string too: their ZADD needs
                 // it gone (a SET replaces any type by itself).
                 effects::replicate_del(ctx, p.name)?;
@@ -186,6 +206,25 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
                 score: Some(score),
                 added: vec![member],
                 expire_at_ms,
+            }
+        }
+        Write::Lease {
+            ref members,
+            expire_at_ms,
+            op,
+            expired_leases,
+        } => {
+            crate::command::concurrency::write(key, members, expire_at_ms)?;
+            crate::command::stats::LEASE_STATS.record_write(op, expired_leases);
+            match expire_at_ms {
+                None => Effect::Unlink,
+                Some(expire_at_ms) => Effect::Lease {
+                    expired: &members.expired,
+                    removed: &members.removed,
+                    score_us: members.expires_at_us,
+                    added: &members.added,
+                    expire_at_ms,
+                },
             }
         }
         Write::LogRefund {
@@ -325,6 +364,24 @@ pub(super) fn announce(
                 effects::replicate_pexpireat(ctx, name, *expire_at_ms)?;
             }
         }
+        Effect::Lease {
+            expired,
+            removed,
+            score_us,
+            added,
+            expire_at_ms,
+        } => {
+            if propagating {
+                if !expired.is_empty() || !removed.is_empty() {
+                    effects::replicate_zrem(ctx, name, &[expired, removed])?;
+                }
+                if !added.is_empty() {
+                    let score = OwnedString::from_i64(ctx, *score_us)?;
+                    effects::replicate_zadd(ctx, name, &score, added)?;
+                }
+                effects::replicate_pexpireat(ctx, name, *expire_at_ms)?;
+            }
+        }
     }
     if !propagating {
         effects::count_dirty(ctx);
@@ -348,6 +405,20 @@ pub(super) fn announce(
             ..
         } => {
             if !stale.is_empty() || !removed.is_empty() {
+                effects::notify(ctx, EventClass::SortedSet, c"zrem", name)?;
+            }
+            if !added.is_empty() {
+                effects::notify(ctx, EventClass::SortedSet, c"zadd", name)?;
+            }
+            effects::notify(ctx, EventClass::Generic, c"expire", name)?;
+        }
+        Effect::Lease {
+            expired,
+            removed,
+            added,
+            ..
+        } => {
+            if !expired.is_empty() || !removed.is_empty() {
                 effects::notify(ctx, EventClass::SortedSet, c"zrem", name)?;
             }
             if !added.is_empty() {

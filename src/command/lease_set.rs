@@ -1,0 +1,303 @@
+//! The leases of one concurrency limit as the algorithm reads them
+//! ([`LeaseSet`]): a sorted set opened for one lease id, checked as one the
+//! module wrote, every walk bounded (see `command::concurrency`).
+
+use std::cell::Cell;
+
+use super::concurrency::{
+    foreign, is_lease_member, score_us, slot_member, split_member, BLOCK_MEMBER, COMMAND,
+    MIN_TIMESTAMP_US,
+};
+use super::settings;
+use crate::algorithm::concurrency::{Concurrency, Held, LeaseSet};
+use crate::error::{Error, Result, NOT_OURS_AHEAD, NOT_OURS_MEMBER, NOT_OURS_TOO_LONG};
+use crate::server::key::{Key, KeyKind};
+use crate::server::string::OwnedString;
+use crate::server::Ctx;
+use crate::time::STATE_HORIZON_US;
+
+/// A sorted set read as the leases of one limiter, for the lease `id`.
+pub struct LeaseZset<'k, 'a, 'i> {
+    key: &'k Key<'a>,
+    id: &'i [u8],
+    len: i64,
+    blocked_until_us: Option<i64>,
+    held: Option<Held>,
+    /// Slots `1:id …` present (expired or not, whatever their scores).
+    probed: i64,
+    /// `nth_newest_other(0)`, found when opened (or why it is foreign).
+    newest_other: std::result::Result<Option<i64>, &'static str>,
+    /// An instant through which a count found no entry: nothing expired to
+    /// remove then (no second walk).
+    expired_none_through: Cell<Option<i64>>,
+    /// The member `1:id`, made for the lookup: the write takes it.
+    first_slot: Cell<Option<OwnedString>>,
+}
+
+impl<'k, 'a, 'i> LeaseZset<'k, 'a, 'i> {
+    /// Reads the leases at `key` at `now_us` for the lease `id`: `None` when
+    /// the key does not exist. Reads its length, its newest entry, its block
+    /// and the lease's slots.
+    ///
+    /// Errors: [`Error::WrongType`]; [`Error::InvalidState`] when the newest
+    /// entry is not one the module wrote; [`Error::ForeignState`] for a set
+    /// longer than [`Concurrency::MAX_ENTRIES`] or whose newest entry or
+    /// block lies beyond [`STATE_HORIZON_US`] after `now_us`.
+    pub fn open(ctx: Ctx, key: &'k Key<'a>, id: &'i [u8], now_us: i64) -> Result<Option<Self>> {
+        match key.kind()? {
+            KeyKind::Empty => return Ok(None),
+            KeyKind::SortedSet => {}
+            _ => return Err(Error::WrongType),
+        }
+        let len = key.zset_len()?;
+        if len > Concurrency::MAX_ENTRIES {
+            return Err(foreign(key, NOT_OURS_TOO_LONG));
+        }
+        // The lease's slots: 1:id, 2:id, … while present; those sharing the
+        // first one's score are the lease (a leftover of an expired lease
+        // may follow, removed with it). At most `concurrency-max-limit`
+        // lookups: slots of a lease beyond count as other leases' (never
+        // fewer held than stored).
+        let mut held: Option<Held> = None;
+        let mut probed = 0i64;
+        let mut same = true;
+        let mut first_slot = None;
+        while probed < settings::concurrency_max_limit() {
+            let member = slot_member(ctx, probed + 1, id)?;
+            let score = key.zset_score(&member)?;
+            if probed == 0 {
+                first_slot = Some(member);
+            }
+            let Some(score) = score else {
+                break;
+            };
+            probed += 1;
+            let score = score_us(score);
+            match held.as_mut() {
+                None => {
+                    held = Some(Held {
+                        expires_at_us: score,
+                        slots: 1,
+                    })
+                }
+                Some(h) if same && h.expires_at_us == score => h.slots += 1,
+                Some(_) => same = false,
+            }
+        }
+        // From the newest down: the block (if it comes first), the newest
+        // slot (checked as one the module wrote), the lease's own slots,
+        // and the newest slot of another lease (`nth_newest_other(0)`,
+        // checked when asked for): at most `probed + 3` steps.
+        let mut newest = None;
+        let mut foreign_newest = false;
+        let mut blocked_until_us = None;
+        let (mut own, mut newest_other) = (0i64, Ok(None));
+        key.zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
+            let member = entry.member.bytes();
+            if member == BLOCK_MEMBER {
+                blocked_until_us = Some(score_us(entry.score));
+                return true;
+            }
+            if newest.is_none() {
+                let score_ok = entry.score.is_finite()
+                    && entry.score.fract() == 0.0
+                    && entry.score >= MIN_TIMESTAMP_US;
+                foreign_newest = !score_ok || split_member(member).is_none();
+                newest = Some(score_us(entry.score));
+                if foreign_newest {
+                    return false;
+                }
+            }
+            if own < probed && split_member(member).is_some_and(|(_, m)| m == id) {
+                own += 1;
+                return true;
+            }
+            newest_other = if is_lease_member(member) {
+                Ok(Some(score_us(entry.score)))
+            } else {
+                Err(NOT_OURS_MEMBER)
+            };
+            false
+        })?;
+        if foreign_newest {
+            return Err(Error::InvalidState { command: COMMAND });
+        }
+        if blocked_until_us.is_none() {
+            let block = OwnedString::from_bytes(ctx, BLOCK_MEMBER)?;
+            blocked_until_us = key.zset_score(&block)?.map(score_us);
+        }
+        let horizon_us = now_us.saturating_add(STATE_HORIZON_US);
+        if newest.max(blocked_until_us).is_some_and(|t| t > horizon_us) {
+            return Err(foreign(key, NOT_OURS_AHEAD));
+        }
+        Ok(Some(Self {
+            key,
+            id,
+            len,
+            blocked_until_us,
+            held,
+            probed,
+            newest_other,
+            expired_none_through: Cell::new(None),
+            first_slot: Cell::new(first_slot),
+        }))
+    }
+
+    /// The end of the block stored in the set, if any (in force or not).
+    pub fn blocked_until_us(&self) -> Option<i64> {
+        self.blocked_until_us
+    }
+
+    /// The member `1:id` (once; then `None`).
+    pub fn take_first_slot(&self) -> Option<OwnedString> {
+        self.first_slot.take()
+    }
+
+    /// How many slots `1:id …` are present.
+    pub fn probed(&self) -> i64 {
+        self.probed
+    }
+
+    /// The members of the oldest entries scored `≤ through_us`, at most
+    /// `at_most` of them (expired slots, or an ended block: what an allowed
+    /// call removes), each checked as one the module wrote; and how many of
+    /// them were leases' first slots (leases that expired).
+    ///
+    /// Errors: [`Error::ForeignState`] for a member the module did not write.
+    pub fn expired_members(
+        &self,
+        through_us: i64,
+        at_most: i64,
+    ) -> Result<(Vec<OwnedString>, u64)> {
+        if self.expired_none_through.get() == Some(through_us) {
+            return Ok((Vec::new(), 0));
+        }
+        let at_most = usize::try_from(at_most).unwrap_or(0);
+        let mut members = Vec::with_capacity(at_most.min(16));
+        let mut foreign_member = false;
+        let mut leases = 0u64;
+        if at_most > 0 {
+            self.key.zset_walk(
+                f64::NEG_INFINITY,
+                false,
+                through_us as f64,
+                false,
+                |entry| {
+                    let bytes = entry.member.bytes();
+                    if !is_lease_member(bytes) {
+                        foreign_member = true;
+                        return false;
+                    }
+                    leases += u64::from(split_member(bytes).is_some_and(|(k, _)| k == 1));
+                    members.push(entry.member);
+                    members.len() < at_most
+                },
+            )?;
+        }
+        if foreign_member {
+            return Err(foreign(self.key, NOT_OURS_MEMBER));
+        }
+        Ok((members, leases))
+    }
+
+    fn is_own(&self, member: &[u8]) -> bool {
+        split_member(member).is_some_and(|(_, id)| id == self.id)
+    }
+}
+
+impl LeaseSet for LeaseZset<'_, '_, '_> {
+    fn count_after(&self, after_us: i64, at_most: i64) -> Result<i64> {
+        // As a sliding log counts: the expired entries (at most `at_most`)
+        // subtracted from the length, or else the live ones from the newest
+        // down. Either way ≤ 2 × at_most steps, every member checked.
+        let at_most = at_most.max(0);
+        let mut expired = 0i64;
+        let mut foreign_member = false;
+        self.key
+            .zset_walk(f64::NEG_INFINITY, false, after_us as f64, false, |entry| {
+                if !is_lease_member(entry.member.bytes()) {
+                    foreign_member = true;
+                    return false;
+                }
+                expired += 1;
+                expired <= at_most
+            })?;
+        if foreign_member {
+            return Err(foreign(self.key, NOT_OURS_MEMBER));
+        }
+        if expired == 0 {
+            self.expired_none_through.set(Some(after_us));
+        }
+        if expired <= at_most {
+            let block_after = i64::from(self.blocked_until_us.is_some_and(|u| u > after_us));
+            return Ok((self.len - expired - block_after).clamp(0, at_most));
+        }
+        let mut live = 0i64;
+        if at_most > 0 {
+            self.key
+                .zset_walk(after_us as f64, true, f64::INFINITY, true, |entry| {
+                    let member = entry.member.bytes();
+                    if member == BLOCK_MEMBER {
+                        return true;
+                    }
+                    if !is_lease_member(member) {
+                        foreign_member = true;
+                        return false;
+                    }
+                    live += 1;
+                    live < at_most
+                })?;
+        }
+        if foreign_member {
+            return Err(foreign(self.key, NOT_OURS_MEMBER));
+        }
+        Ok(live)
+    }
+
+    fn nth_newest_other(&self, k: i64) -> Result<Option<i64>> {
+        if k == 0 {
+            return self.newest_other.map_err(|why| foreign(self.key, why));
+        }
+        // The lease's own slots are skipped, `probed` at most: any more of
+        // its id count as others' (a walk of at most `k + 1 + probed`).
+        let mut own = 0i64;
+        let mut seen = 0i64;
+        let mut found = None;
+        let mut foreign_member = false;
+        self.key
+            .zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
+                let member = entry.member.bytes();
+                if member == BLOCK_MEMBER {
+                    return true;
+                }
+                if !is_lease_member(member) {
+                    foreign_member = true;
+                    return false;
+                }
+                if own < self.probed && self.is_own(member) {
+                    own += 1;
+                    return true;
+                }
+                if seen == k {
+                    found = Some(score_us(entry.score));
+                    return false;
+                }
+                seen += 1;
+                true
+            })?;
+        if foreign_member {
+            return Err(foreign(self.key, NOT_OURS_MEMBER));
+        }
+        Ok(found)
+    }
+
+    fn held(&self) -> Option<Held> {
+        self.held
+    }
+}
+
+/// Whether `key` (a sorted set) reads as leases the module wrote (its
+/// newest entry is a slot or a block).
+pub fn holds_leases(ctx: Ctx, key: &Key, now_us: i64) -> bool {
+    LeaseZset::open(ctx, key, b"?", now_us).is_ok_and(|set| set.is_some())
+}
