@@ -147,7 +147,9 @@ def functions_library():
 # bound is the reachable one, or today's ratio with room for the request
 # counts' spread, so that the ratio cannot slip back.
 TARGETS = [
-    ("RL.ALL 2 (GCRA + FIXEDWINDOW)", ["RL.GCRA", "RL.FIXEDWINDOW"], 0.9, 0.95),
+    # 0.93 (2026-11-26, after the string-write path and the binding limit
+    # found in place, issue 37), with room for the request counts' spread.
+    ("RL.ALL 2 (GCRA + FIXEDWINDOW)", ["RL.GCRA", "RL.FIXEDWINDOW"], 0.9, 0.94),
     ("RL.ALL 2 (GCRA + FIXEDWINDOW), backlog", ["RL.GCRA, backlog", "RL.FIXEDWINDOW, backlog"], 0.9, 1.05),
     ("RL.ALL 1 (FIXEDWINDOW)", ["RL.FIXEDWINDOW"], 1.05, 1.22),
     ("RL.ALL 1 (FIXEDWINDOW), backlog", ["RL.FIXEDWINDOW, backlog"], 1.05, 1.14),

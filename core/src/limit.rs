@@ -31,6 +31,9 @@ use crate::algorithm::token_bucket::TokenBucket;
 use crate::error::{Error, Result};
 use crate::time::seconds_to_us;
 
+mod keyword;
+pub use keyword::is_keyword;
+
 /// One argument, as the grammar reads it. Copy, and borrowing its bytes for
 /// `'a` (the call).
 pub trait Word<'a>: Copy {
@@ -53,37 +56,6 @@ pub trait LocalBounds {
     fn sliding_log_call_budget(&self) -> i64;
     /// The largest `CONCURRENCY` limit (`concurrency-max-limit`).
     fn concurrency_max_limit(&self) -> i64;
-}
-
-/// Whether `word` is the keyword `name` (ASCII letters only), ignoring
-/// case. Exact for letter-only keywords: `b | 0x20` equals a lowercase letter
-/// only for that letter and its uppercase. From 8 letters, 8 bytes at a time
-/// (the last window overlapping the one before): a few instructions per
-/// keyword on the hot path (`RL.ALL` reads one per limit).
-#[inline]
-pub fn is_keyword(word: &[u8], name: &[u8]) -> bool {
-    debug_assert!(name.iter().all(u8::is_ascii_alphabetic));
-    let len = name.len();
-    if word.len() != len || len < 8 {
-        return word.len() == len && word.iter().zip(name).all(|(w, n)| (w | 0x20) == (n | 0x20));
-    }
-    // Both are `len` long: every window is there (0 would be a mismatch).
-    let eight = |b: &[u8], at: usize| {
-        b.get(at..at + 8)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map_or(0, |b| u64::from_ne_bytes(b) | 0x2020_2020_2020_2020)
-    };
-    let mut at = 0;
-    loop {
-        let window = at.min(len - 8);
-        if eight(word, window) != eight(name, window) {
-            return false;
-        }
-        if window == len - 8 {
-            return true;
-        }
-        at += 8;
-    }
 }
 
 /// Where a limit's definition comes from, which decides whether this

@@ -99,8 +99,12 @@ pub fn init(ctx: Ctx, propagate_always: bool) {
 /// command calls [`effects::count_dirty`] once instead. `known` carries the
 /// answer from one write of a call to the next (`None` before the first):
 /// the server's state is asked once per call, every write is counted.
+#[inline(always)]
 pub fn effects_needed(ctx: Ctx, known: &mut Option<bool>) -> bool {
-    let needed = *known.get_or_insert_with(|| decide(ctx));
+    let needed = match *known {
+        Some(needed) => needed,
+        None => *known.insert(decide(ctx)),
+    };
     let counter = if needed { &PROPAGATED } else { &SKIPPED };
     counter.fetch_add(1, Ordering::Relaxed);
     needed
@@ -115,6 +119,7 @@ pub fn write_info(out: &mut InfoWriter) {
     out.field(c"writes_unpropagated", SKIPPED.load(Ordering::Relaxed));
 }
 
+#[inline(always)]
 fn decide(ctx: Ctx) -> bool {
     if CONSUMER_SEEN.load(Ordering::Relaxed) {
         info::unregister_sync_filter(ctx);

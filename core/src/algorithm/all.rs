@@ -47,25 +47,42 @@ pub fn binding_among(
     let mut best: Option<(usize, Decision)> = None;
     for (i, d) in decisions.into_iter().enumerate() {
         let Some(d) = d else { continue };
-        let better = match best {
-            None => true,
-            Some((_, b)) => match (d.limited, b.limited) {
-                (true, false) => true,
-                (false, true) => false,
-                // The longest retry; None ("never") is the longest.
-                (true, true) => match (d.retry_after_us, b.retry_after_us) {
-                    (None, Some(_)) => true,
-                    (Some(x), Some(y)) => x > y,
-                    _ => false,
-                },
-                (false, false) => d.remaining < b.remaining,
-            },
-        };
-        if better {
+        if best.map_or(true, |(_, b)| binds_before(&d, &b)) {
             best = Some((i, d));
         }
     }
     best.map(|(i, d)| (i, d, !d.limited))
+}
+
+/// Whether a later limit's decision `d` binds rather than `best`, the
+/// binding one among those before it (the order of [`binding`]): a refusal
+/// before an allowance, the longer retry among refusals (`None`, "never",
+/// longest), the fewer remaining among allowances; a tie keeps `best`.
+/// For callers that keep their decisions in place (no copy of each).
+///
+/// ```
+/// use ratelimit_core::algorithm::{all::binds_before, Decision};
+/// let d = |limited, remaining, retry| Decision {
+///     limited, limit: 10, remaining, retry_after_us: retry, reset_after_us: 0,
+/// };
+/// assert!(binds_before(&d(false, 1, None), &d(false, 2, None)));
+/// assert!(!binds_before(&d(false, 2, None), &d(false, 2, None)));
+/// assert!(binds_before(&d(true, 0, None), &d(true, 0, Some(5))));
+/// assert!(!binds_before(&d(false, 0, None), &d(true, 0, Some(5))));
+/// ```
+#[inline]
+pub fn binds_before(d: &Decision, best: &Decision) -> bool {
+    match (d.limited, best.limited) {
+        (true, false) => true,
+        (false, true) => false,
+        // The longest retry; None ("never") is the longest.
+        (true, true) => match (d.retry_after_us, best.retry_after_us) {
+            (None, Some(_)) => true,
+            (Some(x), Some(y)) => x > y,
+            _ => false,
+        },
+        (false, false) => d.remaining < best.remaining,
+    }
 }
 
 #[cfg(test)]

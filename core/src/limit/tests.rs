@@ -70,10 +70,15 @@ fn keywords_match_in_any_case_and_nothing_else() {
 }
 
 #[test]
-fn long_keywords_compared_eight_bytes_at_a_time_match_byte_by_byte() {
-    // Lengths 8 to 17: one window, two, two overlapping, three.
+fn keywords_compared_by_windows_match_byte_by_byte() {
+    // Lengths 4 to 7: two 4-byte windows (the same one, overlapping, or
+    // side by side); 8 to 17: one 8-byte window, two, two overlapping, three.
     for name in [
-        &b"ABCDEFGH"[..],
+        &b"GCRA"[..],
+        b"BLOCK",
+        b"TOKENS",
+        b"POLICYX",
+        b"ABCDEFGH",
         b"WITHLIMITS",
         b"FIXEDWINDOW",
         b"SLIDINGWINDOW",

@@ -43,7 +43,10 @@ use crate::time::{ceil_ms, STATE_HORIZON_US};
 use lease::plan_lease;
 use sorted_set::plan_log;
 use storage::{plan_string, Buckets, Fixed};
-use write::{announce, apply_planned, Effect, Write};
+use write::{
+    announce, announce_string_write, apply_planned, apply_string_planned, is_string_write, Effect,
+    Write,
+};
 
 use super::sliding_log::{self as log_glue, ZsetLog};
 
@@ -108,10 +111,16 @@ pub fn rule<'a>(
     if options.peek {
         return Ok(answer);
     }
-    let effect = apply_planned(ctx, &mut key, &p)?;
-    drop(key); // closes it
     let mut propagating = None;
-    announce(ctx, name, &effect, &mut propagating)?;
+    if is_string_write(&p.write) {
+        apply_string_planned(ctx, &mut key, &p)?;
+        drop(key); // closes it
+        announce_string_write(ctx, name, &p.write, &mut propagating)?;
+    } else {
+        let effect = apply_planned(ctx, &mut key, &p)?;
+        drop(key); // closes it
+        announce(ctx, name, &effect, &mut propagating)?;
+    }
     Ok(answer)
 }
 
@@ -139,18 +148,26 @@ pub fn all<'a>(
         blocked |= p.blocked;
         shadow_limited |= p.shadow_limited;
         soft_over |= p.soft_over;
-        keys.push(key);
+        // The plan first: moved once, straight from the result.
         planned.push(p);
+        keys.push(key);
     }
     // A shadow limit never refuses, nor binds: the binding limit is among
     // the others (among all when every limit is a shadow, or none is).
+    // (`all::binding_among`, its decisions compared where they lie.)
     let among_all = shadows == 0 || shadows == planned.len();
-    let (binding, decision, allowed) = all::binding_among(
-        planned
-            .iter()
-            .map(|p| (among_all || !p.shadow).then_some(p.decision)),
-    )
-    .ok_or(Error::LimitCount)?;
+    let mut binding: Option<(usize, &Planned)> = None;
+    for (i, p) in planned.iter().enumerate() {
+        if (among_all || !p.shadow)
+            && binding.map_or(true, |(_, b)| all::binds_before(&p.decision, &b.decision))
+        {
+            binding = Some((i, p));
+        }
+    }
+    let (binding, decision) = binding
+        .map(|(i, p)| (i, p.decision))
+        .ok_or(Error::LimitCount)?;
+    let allowed = !decision.limited;
     let mut answer = Answer::new(decision, Some(binding as i64 + 1), blocked, options);
     answer.shadow_limited = shadow_limited;
     answer.soft_over = allowed && !options.peek && soft_over;
@@ -158,19 +175,33 @@ pub fn all<'a>(
         return Ok(answer);
     }
     // Allowed: every key takes its tokens. Refused: only the refusing
-    // limits write (their BLOCK, when asked for).
-    let mut effects: Few<Effect> = Few::new();
-    for (key, p) in keys.iter_mut().zip(planned.iter()) {
-        effects.push(if allowed || p.decision.limited {
-            apply_planned(ctx, key, p)?
+    // limits write (their BLOCK, when asked for). A string's write is
+    // announced from the write itself; only a sorted set's effect (what its
+    // apply found) is kept until the keys are closed.
+    let applies = |p: &Planned| allowed || p.decision.limited;
+    let mut zset_effects: Option<Few<(usize, Effect)>> = None;
+    for (i, (key, p)) in keys.iter_mut().zip(planned.iter()).enumerate() {
+        if !applies(p) {
+            continue;
+        }
+        if is_string_write(&p.write) {
+            apply_string_planned(ctx, key, p)?;
         } else {
-            Effect::Nothing
-        });
+            let effect = apply_planned(ctx, key, p)?;
+            zset_effects.get_or_insert_with(Few::new).push((i, effect));
+        }
     }
     drop(keys); // closes every key
     let mut propagating = None;
-    for (p, effect) in planned.iter().zip(&effects) {
-        announce(ctx, p.name, effect, &mut propagating)?;
+    for (i, p) in planned.iter().enumerate() {
+        if !applies(p) {
+            continue;
+        }
+        if is_string_write(&p.write) {
+            announce_string_write(ctx, p.name, &p.write, &mut propagating)?;
+        } else if let Some((_, effect)) = zset_effects.iter().flatten().find(|(j, _)| *j == i) {
+            announce(ctx, p.name, effect, &mut propagating)?;
+        }
     }
     Ok(answer)
 }

@@ -87,6 +87,47 @@ pub(super) enum Effect<'w> {
 /// Applies `write` to the open `key`; what to propagate and announce.
 /// [`apply`], replacing first a key that holds another algorithm's state.
 pub(super) fn apply_planned<'w>(ctx: Ctx, key: &mut Key, p: &'w Planned) -> Result<Effect<'w>> {
+    replace_first(ctx, key, p)?;
+    apply(ctx, key, &p.write)
+}
+
+/// Whether `write` is a string's (or a delete, or none): its effect is
+/// derived from the write itself ([`announce_string_write`]), so that it
+/// need not be kept until the keys are closed.
+#[inline(always)]
+pub(super) fn is_string_write(write: &Write) -> bool {
+    matches!(
+        write,
+        Write::Nothing | Write::String { .. } | Write::Bytes { .. } | Write::Delete
+    )
+}
+
+/// [`apply_planned`] of a string write ([`is_string_write`]), without its
+/// effect, which [`announce_string_write`] derives from the write again.
+#[inline(always)]
+pub(super) fn apply_string_planned(ctx: Ctx, key: &mut Key, p: &Planned) -> Result<()> {
+    replace_first(ctx, key, p)?;
+    match p.write {
+        Write::String {
+            ref buf,
+            len,
+            old_len,
+            expire_at_ms,
+        } => key.write_string(old_len, buf.get(..len).unwrap_or(buf), expire_at_ms),
+        Write::Bytes {
+            ref value,
+            old_len,
+            expire_at_ms,
+        } => key.write_string(old_len, value, expire_at_ms),
+        Write::Delete => key.delete(),
+        _ => Ok(()),
+    }
+}
+
+/// Replaces first a key that holds another algorithm's state (a policy's
+/// limit whose algorithm changed), when the call writes.
+#[inline(always)]
+fn replace_first(ctx: Ctx, key: &mut Key, p: &Planned) -> Result<()> {
     if p.replace && !matches!(p.write, Write::Nothing) {
         if key.kind()? == KeyKind::SortedSet {
             // A log may hold up to `SlidingLog::MAX_ENTRIES` entries: freed
@@ -105,7 +146,7 @@ pub(super) fn apply_planned<'w>(ctx: Ctx, key: &mut Key, p: &'w Planned) -> Resu
             }
         }
     }
-    apply(ctx, key, &p.write)
+    Ok(())
 }
 
 pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Effect<'w>> {
@@ -208,6 +249,69 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
             }
         }
     })
+}
+
+/// Propagates and announces a string write ([`is_string_write`]) once its
+/// key is closed, as [`announce`] does the effect [`apply`] answers for it.
+#[inline(always)]
+pub(super) fn announce_string_write(
+    ctx: Ctx,
+    name: Arg,
+    write: &Write,
+    propagating: &mut Option<bool>,
+) -> Result<()> {
+    match *write {
+        Write::String {
+            ref buf,
+            len,
+            expire_at_ms,
+            ..
+        } => announce_string(
+            ctx,
+            name,
+            buf.get(..len).unwrap_or(buf),
+            expire_at_ms,
+            propagating,
+        ),
+        Write::Bytes {
+            ref value,
+            expire_at_ms,
+            ..
+        } => announce_string(ctx, name, value, expire_at_ms, propagating),
+        Write::Delete => announce_delete(ctx, name, propagating),
+        _ => Ok(()),
+    }
+}
+
+/// [`announce`] of a string written (`SET … PXAT`).
+#[inline(always)]
+fn announce_string(
+    ctx: Ctx,
+    name: Arg,
+    value: &[u8],
+    expire_at_ms: i64,
+    propagating: &mut Option<bool>,
+) -> Result<()> {
+    if propagate::effects_needed(ctx, propagating) {
+        effects::replicate_set_pxat(ctx, name, value, expire_at_ms)?;
+    } else {
+        effects::count_dirty(ctx);
+    }
+    effects::signal_modified(ctx, name)?;
+    effects::notify(ctx, EventClass::String, c"set", name)?;
+    effects::notify(ctx, EventClass::Generic, c"expire", name)
+}
+
+/// [`announce`] of a string deleted (`DEL`).
+#[inline(always)]
+fn announce_delete(ctx: Ctx, name: Arg, propagating: &mut Option<bool>) -> Result<()> {
+    if propagate::effects_needed(ctx, propagating) {
+        effects::replicate_del(ctx, name)?;
+    } else {
+        effects::count_dirty(ctx);
+    }
+    effects::signal_modified(ctx, name)?;
+    effects::notify(ctx, EventClass::Generic, c"del", name)
 }
 
 /// Propagates `effect` and raises its keyspace events (the key is closed).
