@@ -21,10 +21,11 @@
 //! leaves no lease. A refused call writes nothing (but its `BLOCK`).
 
 use super::args::{is_keyword, Args, SettingsBounds};
+use super::checked_zset::BLOCK_MEMBER;
 use super::decide::{self, Lease, Modes, Op, Options};
 use super::{docs, settings, Answer, ReplyUnit, Spec};
 use crate::algorithm::concurrency::{Concurrency, LeaseOp};
-use crate::error::{Error, KeyName, Result};
+use crate::error::{Error, Result};
 use crate::limit::Kind;
 use crate::server::key::Key;
 use crate::server::string::OwnedString;
@@ -133,12 +134,6 @@ pub fn check_id(id: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The member that holds a block (`BLOCK duration`), scored by its end.
-pub(super) const BLOCK_MEMBER: &[u8] = b"B";
-
-/// Timestamps before this (March 1973, in µs) are not ones the module wrote.
-pub(super) const MIN_TIMESTAMP_US: f64 = 1e14;
-
 /// Splits a slot's member `<k>:<id>` into `k` (1 to
 /// [`Concurrency::MAX_LIMIT`], canonical decimal) and `id` (1 to
 /// [`Concurrency::MAX_ID_LEN`] bytes); `None` for any other member.
@@ -173,18 +168,9 @@ pub fn slot_member(ctx: Ctx, k: i64, id: &[u8]) -> Result<OwnedString> {
     OwnedString::from_bytes(ctx, &bytes)
 }
 
-/// A score as µs (scores the module writes are integers below 2^53).
-pub(super) fn score_us(score: f64) -> i64 {
-    score as i64
-}
-
 /// [`Error::ForeignState`] for the set at `key`.
 pub(super) fn foreign(key: &Key, why: &'static str) -> Error {
-    Error::ForeignState {
-        key: KeyName::new(key.name().bytes().unwrap_or(b"?")),
-        command: COMMAND,
-        why,
-    }
+    super::checked_zset::foreign(key, COMMAND, why)
 }
 
 pub use super::lease_set::{holds_leases, LeaseZset};
