@@ -11,9 +11,11 @@
 //! **Bounded work.** `limit` is at most the setting `concurrency-max-limit`
 //! (default 1,000) and an id at most `concurrency-max-id-length` bytes
 //! (default 128). A call reads the newest entry, looks up its own lease's
-//! slots (`1:id`, `2:id`, … while present: at most its `n + 1`), walks at
-//! most about `2 × (limit + 1)` entries to count the slots held, removes at
-//! most `n + 128` expired slots and adds `n`. O(log N + limit).
+//! slots (`1:id`, `2:id`, … while present: one more than the lease holds,
+//! at most `concurrency-max-limit`), walks at most about
+//! `2 × (limit + m + 1)` entries to count the slots held (`m` the slots its
+//! lease holds), removes at most `n + 128` expired slots and the `m − n` it
+//! no longer holds, and adds `n`. O(log N + limit).
 //!
 //! An allowed call propagates exactly its effects: `ZREM` (expired slots,
 //! slots its lease no longer holds), `ZADD` (its lease's slots), and
