@@ -28,11 +28,13 @@ pub(super) fn is_block(member: &OwnedString) -> bool {
 }
 
 /// The checks of one kind of set: which members the module writes there,
-/// and the command its errors name.
-#[derive(Clone, Copy)]
-pub(super) struct Checks {
-    pub is_member: fn(&OwnedString) -> bool,
-    pub command: &'static str,
+/// and the command its errors name (a type per kind: each walk is compiled
+/// with its own check inline).
+pub(super) trait Checks {
+    /// Whether `member` can be one the module wrote in this kind of set.
+    fn is_member(member: &OwnedString) -> bool;
+    /// The command named in its errors.
+    const COMMAND: &'static str;
 }
 
 /// [`Error::ForeignState`] for the set at `key`, as `command`'s state.
@@ -52,9 +54,9 @@ pub(super) fn foreign(key: &Key, command: &'static str, why: &'static str) -> Er
 /// and subtracted from `len`; when there are more, the newer ones are
 /// counted from the newest down instead. Either way ≤ 2 × `at_most` + 2
 /// steps.
-pub(super) fn count_after(
+pub(super) fn count_after<C: Checks>(
     key: &Key,
-    checks: Checks,
+    _checks: C,
     len: i64,
     blocked_until_us: Option<i64>,
     after_us: i64,
@@ -64,7 +66,7 @@ pub(super) fn count_after(
     let mut older = 0i64;
     let mut foreign_member = false;
     key.zset_walk(f64::NEG_INFINITY, false, after_us as f64, false, |entry| {
-        if !(checks.is_member)(&entry.member) {
+        if !C::is_member(&entry.member) {
             foreign_member = true;
             return false;
         }
@@ -72,7 +74,7 @@ pub(super) fn count_after(
         older <= at_most
     })?;
     if foreign_member {
-        return Err(foreign(key, checks.command, NOT_OURS_MEMBER));
+        return Err(foreign(key, C::COMMAND, NOT_OURS_MEMBER));
     }
     if older <= at_most {
         // The block member counts in `len`, and in `older` when its score
@@ -86,7 +88,7 @@ pub(super) fn count_after(
             if is_block(&entry.member) {
                 return true;
             }
-            if !(checks.is_member)(&entry.member) {
+            if !C::is_member(&entry.member) {
                 foreign_member = true;
                 return false;
             }
@@ -95,7 +97,7 @@ pub(super) fn count_after(
         })?;
     }
     if foreign_member {
-        return Err(foreign(key, checks.command, NOT_OURS_MEMBER));
+        return Err(foreign(key, C::COMMAND, NOT_OURS_MEMBER));
     }
     Ok((newer, false))
 }
@@ -103,9 +105,9 @@ pub(super) fn count_after(
 /// The members of the oldest entries scored `≤ through_us` (the block's
 /// among them when it ended by then), at most `at_most` of them: what an
 /// allowed call removes.
-pub(super) fn oldest_through(
+pub(super) fn oldest_through<C: Checks>(
     key: &Key,
-    checks: Checks,
+    _checks: C,
     through_us: i64,
     at_most: i64,
 ) -> Result<Vec<OwnedString>> {
@@ -119,7 +121,7 @@ pub(super) fn oldest_through(
             through_us as f64,
             false,
             |entry| {
-                if !(checks.is_member)(&entry.member) {
+                if !C::is_member(&entry.member) {
                     foreign_member = true;
                     return false;
                 }
@@ -129,7 +131,7 @@ pub(super) fn oldest_through(
         )?;
     }
     if foreign_member {
-        return Err(foreign(key, checks.command, NOT_OURS_MEMBER));
+        return Err(foreign(key, C::COMMAND, NOT_OURS_MEMBER));
     }
     Ok(members)
 }
@@ -137,9 +139,9 @@ pub(super) fn oldest_through(
 /// The score (µs) of the `k`-th (0-based) newest entry but the block and
 /// those `skip` passes over (`skip` is asked only of members that pass
 /// the check): a walk of at most `k + 2` entries beyond those skipped.
-pub(super) fn nth_newest(
+pub(super) fn nth_newest<C: Checks>(
     key: &Key,
-    checks: Checks,
+    _checks: C,
     k: i64,
     mut skip: impl FnMut(&OwnedString) -> bool,
 ) -> Result<Option<i64>> {
@@ -150,7 +152,7 @@ pub(super) fn nth_newest(
         if is_block(&entry.member) {
             return true;
         }
-        if !(checks.is_member)(&entry.member) {
+        if !C::is_member(&entry.member) {
             foreign_member = true;
             return false;
         }
@@ -165,7 +167,7 @@ pub(super) fn nth_newest(
         true
     })?;
     if foreign_member {
-        return Err(foreign(key, checks.command, NOT_OURS_MEMBER));
+        return Err(foreign(key, C::COMMAND, NOT_OURS_MEMBER));
     }
     Ok(found)
 }

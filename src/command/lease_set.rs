@@ -15,10 +15,15 @@ use crate::server::Ctx;
 use crate::time::STATE_HORIZON_US;
 
 /// A lease set's checks: its members ([`is_lease_member`]), its error.
-const CHECKS: Checks = Checks {
-    is_member: |member| is_lease_member(member.bytes()),
-    command: COMMAND,
-};
+struct LeaseChecks;
+const CHECKS: LeaseChecks = LeaseChecks;
+
+impl Checks for LeaseChecks {
+    fn is_member(member: &OwnedString) -> bool {
+        is_lease_member(member.bytes())
+    }
+    const COMMAND: &'static str = COMMAND;
+}
 
 /// A sorted set read as the leases of one limiter, for the lease `id`.
 pub struct LeaseZset<'k, 'a, 'i> {

@@ -76,10 +76,15 @@ pub struct ZsetLog<'k, 'a> {
 }
 
 /// A log's checks: its members ([`is_log_member`]), its error.
-const CHECKS: Checks = Checks {
-    is_member: is_log_member,
-    command: "RL.SLIDINGLOG",
-};
+struct LogChecks;
+const CHECKS: LogChecks = LogChecks;
+
+impl Checks for LogChecks {
+    fn is_member(member: &OwnedString) -> bool {
+        is_log_member(member)
+    }
+    const COMMAND: &'static str = "RL.SLIDINGLOG";
+}
 
 impl<'k, 'a> ZsetLog<'k, 'a> {
     /// Reads the log at `key` at `now_us`: `None` when the key does not
@@ -177,7 +182,7 @@ impl TimestampLog for ZsetLog<'_, '_> {
 
 /// [`Error::ForeignState`] for the log at `key`.
 fn foreign(key: &Key, why: &'static str) -> Error {
-    checked_zset::foreign(key, CHECKS.command, why)
+    checked_zset::foreign(key, LogChecks::COMMAND, why)
 }
 
 /// Whether `member` can be one the module wrote: an integer below
