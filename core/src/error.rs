@@ -173,8 +173,6 @@ pub enum Error {
     #[error("ERR the value at this key is not {command} state (it was written by something else)")]
     InvalidState { command: &'static str },
 
-    /// An internal failure of the module, caught at the command boundary
-    /// instead of aborting the server.
     /// A key holds a value of the limiter's type that no call of the module
     /// could have written, found by a check that bounds the call's work
     /// (docs/DESIGN.md, "Bounded work per call"); `why` is one of the
@@ -186,27 +184,32 @@ pub enum Error {
         why: &'static str,
     },
 
+    /// An internal failure of the module, caught at the command boundary
+    /// instead of aborting the server.
     #[error("ERR internal error in the ratelimit module ({what}); nothing was written")]
     Internal { what: &'static str },
 }
 
-/// A policy name in an error message: its first 64 bytes, kept inline so
-/// that [`Error`] stays `Copy`; shown with anything but printable ASCII as
-/// `?`.
 /// [`Error::ForeignState`]: a time in the state lies beyond the horizon of
 /// every time the module writes ([`crate::time::STATE_HORIZON_US`]).
 pub const NOT_OURS_AHEAD: &str = "a time more than 366 days after the server clock";
 /// [`Error::ForeignState`]: a sorted set longer than any sliding log
-/// ([`crate::algorithm::sliding_log::SlidingLog::MAX_ENTRIES`]).
+/// ([`crate::algorithm::sliding_log::SlidingLog::MAX_ENTRIES`]) or lease set
+/// ([`crate::algorithm::concurrency::Concurrency::MAX_ENTRIES`], the same).
 pub const NOT_OURS_TOO_LONG: &str = "more than 200001 entries";
 /// [`Error::ForeignState`]: a sorted-set entry the call touched whose member
-/// is neither an integer below 200000 nor `B`.
+/// is not one its command writes: in a sliding log an integer below 200000
+/// or `B`, in a lease set `<k>:<id>` (`k` 1 to 100000, `id` 1 to 1024
+/// bytes) or `B`.
 pub const NOT_OURS_MEMBER: &str = "a member the module did not write";
 
 /// A key's name as an error shows it: as [`PolicyName`] (the first 64
 /// bytes, `?` for bytes that are not printable ASCII, `...` when cut).
 pub type KeyName = PolicyName;
 
+/// A policy name in an error message: its first 64 bytes, kept inline so
+/// that [`Error`] stays `Copy`; shown with anything but printable ASCII as
+/// `?`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyName {
     bytes: [u8; 64],

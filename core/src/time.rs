@@ -24,8 +24,9 @@ pub const MAX_PERIOD_US: i64 = 31_622_400 * US_PER_SEC;
 
 /// How far after the clock a time stored in a limiter's state may lie: a
 /// TAT, a bucket's full time or a block's end is at most one longest
-/// duration ([`MAX_PERIOD_US`]) ahead when written; window starts and
-/// sliding-log entries are not ahead at all. A state holding a later time
+/// duration ([`MAX_PERIOD_US`]) ahead when written, and so is a lease's
+/// expiry (`RL.CONCURRENCY`); window starts and sliding-log entries are not
+/// ahead at all. A state holding a later time
 /// was not written by the module (or the server's clock stepped back by
 /// more than that) and is refused with
 /// [`crate::error::Error::ForeignState`] rather than kept for years.

@@ -11,9 +11,11 @@
 //! **Bounded work.** `limit` is at most the setting `concurrency-max-limit`
 //! (default 1,000) and an id at most `concurrency-max-id-length` bytes
 //! (default 128). A call reads the newest entry, looks up its own lease's
-//! slots (`1:id`, `2:id`, … while present: at most its `n + 1`), walks at
-//! most about `2 × (limit + 1)` entries to count the slots held, removes at
-//! most `n + 128` expired slots and adds `n`. O(log N + limit).
+//! slots (`1:id`, `2:id`, … while present: one more than the lease holds,
+//! at most `concurrency-max-limit`), walks at most about
+//! `2 × (limit + m + 1)` entries to count the slots held (`m` the slots its
+//! lease holds), removes at most `n + 128` expired slots and the `m − n` it
+//! no longer holds, and adds `n`. O(log N + limit).
 //!
 //! An allowed call propagates exactly its effects: `ZREM` (expired slots,
 //! slots its lease no longer holds), `ZADD` (its lease's slots), and
@@ -21,10 +23,11 @@
 //! leaves no lease. A refused call writes nothing (but its `BLOCK`).
 
 use super::args::{is_keyword, Args, SettingsBounds};
+use super::checked_zset::BLOCK_MEMBER;
 use super::decide::{self, Lease, Modes, Op, Options};
 use super::{docs, settings, Answer, ReplyUnit, Spec};
 use crate::algorithm::concurrency::{Concurrency, LeaseOp};
-use crate::error::{Error, KeyName, Result};
+use crate::error::{Error, Result};
 use crate::limit::Kind;
 use crate::server::key::Key;
 use crate::server::string::OwnedString;
@@ -133,12 +136,6 @@ pub fn check_id(id: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The member that holds a block (`BLOCK duration`), scored by its end.
-pub(super) const BLOCK_MEMBER: &[u8] = b"B";
-
-/// Timestamps before this (March 1973, in µs) are not ones the module wrote.
-pub(super) const MIN_TIMESTAMP_US: f64 = 1e14;
-
 /// Splits a slot's member `<k>:<id>` into `k` (1 to
 /// [`Concurrency::MAX_LIMIT`], canonical decimal) and `id` (1 to
 /// [`Concurrency::MAX_ID_LEN`] bytes); `None` for any other member.
@@ -173,18 +170,9 @@ pub fn slot_member(ctx: Ctx, k: i64, id: &[u8]) -> Result<OwnedString> {
     OwnedString::from_bytes(ctx, &bytes)
 }
 
-/// A score as µs (scores the module writes are integers below 2^53).
-pub(super) fn score_us(score: f64) -> i64 {
-    score as i64
-}
-
 /// [`Error::ForeignState`] for the set at `key`.
 pub(super) fn foreign(key: &Key, why: &'static str) -> Error {
-    Error::ForeignState {
-        key: KeyName::new(key.name().bytes().unwrap_or(b"?")),
-        command: COMMAND,
-        why,
-    }
+    super::checked_zset::foreign(key, COMMAND, why)
 }
 
 pub use super::lease_set::{holds_leases, LeaseZset};

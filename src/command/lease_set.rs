@@ -4,10 +4,8 @@
 
 use std::cell::Cell;
 
-use super::concurrency::{
-    foreign, is_lease_member, score_us, slot_member, split_member, BLOCK_MEMBER, COMMAND,
-    MIN_TIMESTAMP_US,
-};
+use super::checked_zset::{self, score_us, Checks, BLOCK_MEMBER, MIN_TIMESTAMP_US};
+use super::concurrency::{foreign, is_lease_member, slot_member, split_member, COMMAND};
 use super::settings;
 use crate::algorithm::concurrency::{Concurrency, Held, LeaseSet};
 use crate::error::{Error, Result, NOT_OURS_AHEAD, NOT_OURS_MEMBER, NOT_OURS_TOO_LONG};
@@ -15,6 +13,17 @@ use crate::server::key::{Key, KeyKind};
 use crate::server::string::OwnedString;
 use crate::server::Ctx;
 use crate::time::STATE_HORIZON_US;
+
+/// A lease set's checks: its members ([`is_lease_member`]), its error.
+struct LeaseChecks;
+const CHECKS: LeaseChecks = LeaseChecks;
+
+impl Checks for LeaseChecks {
+    fn is_member(member: &OwnedString) -> bool {
+        is_lease_member(member.bytes())
+    }
+    const COMMAND: &'static str = COMMAND;
+}
 
 /// A sorted set read as the leases of one limiter, for the lease `id`.
 pub struct LeaseZset<'k, 'a, 'i> {
@@ -172,32 +181,12 @@ impl<'k, 'a, 'i> LeaseZset<'k, 'a, 'i> {
         if self.expired_none_through.get() == Some(through_us) {
             return Ok((Vec::new(), 0));
         }
-        let at_most = usize::try_from(at_most).unwrap_or(0);
-        let mut members = Vec::with_capacity(at_most.min(16));
-        let mut foreign_member = false;
-        let mut leases = 0u64;
-        if at_most > 0 {
-            self.key.zset_walk(
-                f64::NEG_INFINITY,
-                false,
-                through_us as f64,
-                false,
-                |entry| {
-                    let bytes = entry.member.bytes();
-                    if !is_lease_member(bytes) {
-                        foreign_member = true;
-                        return false;
-                    }
-                    leases += u64::from(split_member(bytes).is_some_and(|(k, _)| k == 1));
-                    members.push(entry.member);
-                    members.len() < at_most
-                },
-            )?;
-        }
-        if foreign_member {
-            return Err(foreign(self.key, NOT_OURS_MEMBER));
-        }
-        Ok((members, leases))
+        let members = checked_zset::oldest_through(self.key, CHECKS, through_us, at_most)?;
+        let leases = members
+            .iter()
+            .filter(|m| split_member(m.bytes()).is_some_and(|(k, _)| k == 1))
+            .count();
+        Ok((members, leases as u64))
     }
 
     fn is_own(&self, member: &[u8]) -> bool {
@@ -207,51 +196,19 @@ impl<'k, 'a, 'i> LeaseZset<'k, 'a, 'i> {
 
 impl LeaseSet for LeaseZset<'_, '_, '_> {
     fn count_after(&self, after_us: i64, at_most: i64) -> Result<i64> {
-        // As a sliding log counts: the expired entries (at most `at_most`)
-        // subtracted from the length, or else the live ones from the newest
-        // down. Either way ≤ 2 × at_most steps, every member checked.
-        let at_most = at_most.max(0);
-        let mut expired = 0i64;
-        let mut foreign_member = false;
-        self.key
-            .zset_walk(f64::NEG_INFINITY, false, after_us as f64, false, |entry| {
-                if !is_lease_member(entry.member.bytes()) {
-                    foreign_member = true;
-                    return false;
-                }
-                expired += 1;
-                expired <= at_most
-            })?;
-        if foreign_member {
-            return Err(foreign(self.key, NOT_OURS_MEMBER));
-        }
-        if expired == 0 {
+        // As a sliding log counts: ≤ 2 × at_most steps, every member checked.
+        let (count, none_expired) = checked_zset::count_after(
+            self.key,
+            CHECKS,
+            self.len,
+            self.blocked_until_us,
+            after_us,
+            at_most,
+        )?;
+        if none_expired {
             self.expired_none_through.set(Some(after_us));
         }
-        if expired <= at_most {
-            let block_after = i64::from(self.blocked_until_us.is_some_and(|u| u > after_us));
-            return Ok((self.len - expired - block_after).clamp(0, at_most));
-        }
-        let mut live = 0i64;
-        if at_most > 0 {
-            self.key
-                .zset_walk(after_us as f64, true, f64::INFINITY, true, |entry| {
-                    let member = entry.member.bytes();
-                    if member == BLOCK_MEMBER {
-                        return true;
-                    }
-                    if !is_lease_member(member) {
-                        foreign_member = true;
-                        return false;
-                    }
-                    live += 1;
-                    live < at_most
-                })?;
-        }
-        if foreign_member {
-            return Err(foreign(self.key, NOT_OURS_MEMBER));
-        }
-        Ok(live)
+        Ok(count)
     }
 
     fn nth_newest_other(&self, k: i64) -> Result<Option<i64>> {
@@ -259,36 +216,13 @@ impl LeaseSet for LeaseZset<'_, '_, '_> {
             return self.newest_other.map_err(|why| foreign(self.key, why));
         }
         // The lease's own slots are skipped, `probed` at most: any more of
-        // its id count as others' (a walk of at most `k + 1 + probed`).
+        // its id count as others' (a walk of at most `k + 2 + probed`).
         let mut own = 0i64;
-        let mut seen = 0i64;
-        let mut found = None;
-        let mut foreign_member = false;
-        self.key
-            .zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
-                let member = entry.member.bytes();
-                if member == BLOCK_MEMBER {
-                    return true;
-                }
-                if !is_lease_member(member) {
-                    foreign_member = true;
-                    return false;
-                }
-                if own < self.probed && self.is_own(member) {
-                    own += 1;
-                    return true;
-                }
-                if seen == k {
-                    found = Some(score_us(entry.score));
-                    return false;
-                }
-                seen += 1;
-                true
-            })?;
-        if foreign_member {
-            return Err(foreign(self.key, NOT_OURS_MEMBER));
-        }
-        Ok(found)
+        checked_zset::nth_newest(self.key, CHECKS, k, |member| {
+            let skip = own < self.probed && self.is_own(member.bytes());
+            own += i64::from(skip);
+            skip
+        })
     }
 
     fn held(&self) -> Option<Held> {

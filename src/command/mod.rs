@@ -8,6 +8,7 @@
 
 pub mod all;
 pub mod args;
+mod checked_zset;
 pub mod concurrency;
 #[cfg(debug_assertions)]
 pub mod debug;

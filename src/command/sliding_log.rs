@@ -28,9 +28,10 @@
 //! unlinks the key (lazy free) and propagates `UNLINK`.
 
 use super::args::Args;
+use super::checked_zset::{self, is_block, score_us, Checks, BLOCK_MEMBER, MIN_TIMESTAMP_US};
 use super::{docs, Answer, ReplyUnit, Spec};
 use crate::algorithm::sliding_log::{LogUpdate, SlidingLog, TimestampLog};
-use crate::error::{Error, KeyName, Result, NOT_OURS_AHEAD, NOT_OURS_MEMBER, NOT_OURS_TOO_LONG};
+use crate::error::{Error, Result, NOT_OURS_AHEAD, NOT_OURS_TOO_LONG};
 use crate::limit::Kind;
 use crate::server::key::{Key, KeyKind};
 use crate::server::string::OwnedString;
@@ -63,10 +64,6 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     super::run_kind(ctx, args, Kind::SlidingLog)
 }
 
-/// The member that holds a sliding log's block (`BLOCK duration`), scored
-/// by the block's end in µs. Every walk of the log skips it.
-const BLOCK_MEMBER: &[u8] = b"B";
-
 /// A sorted set read as a log: scores are timestamps in µs.
 pub struct ZsetLog<'k, 'a> {
     key: &'k Key<'a>,
@@ -78,14 +75,15 @@ pub struct ZsetLog<'k, 'a> {
     blocked_until_us: Option<i64>,
 }
 
-/// A score as µs (scores the module writes are integers below 2^53; any
-/// other score saturates instead of failing).
-fn score_us(score: f64) -> i64 {
-    score as i64
-}
+/// A log's checks: its members ([`is_log_member`]), its error.
+struct LogChecks;
+const CHECKS: LogChecks = LogChecks;
 
-fn is_block(member: &OwnedString) -> bool {
-    member.bytes() == BLOCK_MEMBER
+impl Checks for LogChecks {
+    fn is_member(member: &OwnedString) -> bool {
+        is_log_member(member)
+    }
+    const COMMAND: &'static str = "RL.SLIDINGLOG";
 }
 
 impl<'k, 'a> ZsetLog<'k, 'a> {
@@ -145,29 +143,7 @@ impl<'k, 'a> ZsetLog<'k, 'a> {
     ///
     /// Errors: [`Error::ForeignState`] for a member the module did not write.
     pub fn stale_members(&self, through_us: i64, at_most: i64) -> Result<Vec<OwnedString>> {
-        let at_most = usize::try_from(at_most).unwrap_or(0);
-        let mut members = Vec::with_capacity(at_most.min(256));
-        let mut foreign_member = false;
-        if at_most > 0 {
-            self.key.zset_walk(
-                f64::NEG_INFINITY,
-                false,
-                through_us as f64,
-                false,
-                |entry| {
-                    if !is_log_member(&entry.member) {
-                        foreign_member = true;
-                        return false;
-                    }
-                    members.push(entry.member);
-                    members.len() < at_most
-                },
-            )?;
-        }
-        if foreign_member {
-            return Err(foreign(self.key, NOT_OURS_MEMBER));
-        }
-        Ok(members)
+        checked_zset::oldest_through(self.key, CHECKS, through_us, at_most)
     }
 
     /// The end of the block stored in the log, if any (in force or not).
@@ -187,86 +163,26 @@ impl TimestampLog for ZsetLog<'_, '_> {
     }
 
     fn count_after(&self, after_us: i64, at_most: i64) -> Result<i64> {
-        // Usually few entries have left the window: count those (at most
-        // `at_most`) and subtract; when there are more, count the ones
-        // inside from the newest down instead. Either way ≤ 2 × at_most steps.
         // Every entry walked is checked as one the module wrote.
-        let at_most = at_most.max(0);
-        let mut stale = 0i64;
-        let mut foreign_member = false;
-        self.key
-            .zset_walk(f64::NEG_INFINITY, false, after_us as f64, false, |entry| {
-                if !is_log_member(&entry.member) {
-                    foreign_member = true;
-                    return false;
-                }
-                stale += 1;
-                stale <= at_most
-            })?;
-        if foreign_member {
-            return Err(foreign(self.key, NOT_OURS_MEMBER));
-        }
-        if stale <= at_most {
-            // The block member counts in `len`, and in `stale` when its score
-            // is at or before `after_us`.
-            let block_after = i64::from(self.blocked_until_us.is_some_and(|u| u > after_us));
-            return Ok((self.len - stale - block_after).clamp(0, at_most));
-        }
-        let mut live = 0i64;
-        if at_most > 0 {
-            self.key
-                .zset_walk(after_us as f64, true, f64::INFINITY, true, |entry| {
-                    if is_block(&entry.member) {
-                        return true;
-                    }
-                    if !is_log_member(&entry.member) {
-                        foreign_member = true;
-                        return false;
-                    }
-                    live += 1;
-                    live < at_most
-                })?;
-        }
-        if foreign_member {
-            return Err(foreign(self.key, NOT_OURS_MEMBER));
-        }
-        Ok(live)
+        let (count, _) = checked_zset::count_after(
+            self.key,
+            CHECKS,
+            self.len,
+            self.blocked_until_us,
+            after_us,
+            at_most,
+        )?;
+        Ok(count)
     }
 
     fn nth_newest(&self, k: i64) -> Result<Option<i64>> {
-        let mut seen = 0i64;
-        let mut found = None;
-        let mut foreign_member = false;
-        self.key
-            .zset_walk(f64::NEG_INFINITY, false, f64::INFINITY, true, |entry| {
-                if is_block(&entry.member) {
-                    return true;
-                }
-                if !is_log_member(&entry.member) {
-                    foreign_member = true;
-                    return false;
-                }
-                if seen == k {
-                    found = Some(score_us(entry.score));
-                    return false;
-                }
-                seen += 1;
-                true
-            })?;
-        if foreign_member {
-            return Err(foreign(self.key, NOT_OURS_MEMBER));
-        }
-        Ok(found)
+        checked_zset::nth_newest(self.key, CHECKS, k, |_| false)
     }
 }
 
 /// [`Error::ForeignState`] for the log at `key`.
 fn foreign(key: &Key, why: &'static str) -> Error {
-    Error::ForeignState {
-        key: KeyName::new(key.name().bytes().unwrap_or(b"?")),
-        command: "RL.SLIDINGLOG",
-        why,
-    }
+    checked_zset::foreign(key, LogChecks::COMMAND, why)
 }
 
 /// Whether `member` can be one the module wrote: an integer below
@@ -279,9 +195,6 @@ fn is_log_member(member: &OwnedString) -> bool {
             .to_i64()
             .is_some_and(|m| (0..SlidingLog::MEMBER_BOUND).contains(&m))
 }
-
-/// Timestamps before this (March 1973, in µs) are not ones the module wrote.
-const MIN_TIMESTAMP_US: f64 = 1e14;
 
 /// Whether `(score, member)` can be an entry the module wrote: a whole
 /// number of µs since 1973 and a member below the largest member bound.

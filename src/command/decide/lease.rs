@@ -6,6 +6,7 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 
+use super::sorted_set::block;
 use crate::algorithm::concurrency::{Concurrency, LeaseOp, LeaseOutcome, LeaseUpdate, Slots};
 use crate::command::concurrency::{slot_member, LeaseMembers, LeaseZset};
 use crate::command::stats::LEASE_STATS;
@@ -107,13 +108,7 @@ pub(super) fn plan_lease<'a>(
                 expired_leases,
             }
         }
-        Change::Block { until_us } => {
-            let current_ms = key.abs_expire_ms()?.unwrap_or(0).min(ceil_ms(cap_us));
-            Write::LogBlock {
-                until_us,
-                expire_at_ms: current_ms.max(ceil_ms(until_us)),
-            }
-        }
+        Change::Block { until_us } => block(&key, until_us, cap_us)?,
     };
     Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
 }

@@ -82,13 +82,18 @@ pub(super) fn plan_log<'a>(
                     .min(cap_us),
             }
         }
-        Change::Block { until_us } => {
-            let current_ms = key.abs_expire_ms()?.unwrap_or(0).min(ceil_ms(cap_us));
-            Write::LogBlock {
-                until_us,
-                expire_at_ms: current_ms.max(ceil_ms(until_us)),
-            }
-        }
+        Change::Block { until_us } => block(&key, until_us, cap_us)?,
     };
     Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
+}
+
+/// The write of a block until `until_us` to a sorted set (a log or a lease
+/// set): the key expires at its block's end, or later when it expires later
+/// already (capped at `cap_us`).
+pub(super) fn block(key: &Key, until_us: i64, cap_us: i64) -> Result<Write> {
+    let current_ms = key.abs_expire_ms()?.unwrap_or(0).min(ceil_ms(cap_us));
+    Ok(Write::LogBlock {
+        until_us,
+        expire_at_ms: current_ms.max(ceil_ms(until_us)),
+    })
 }
