@@ -585,6 +585,29 @@ fn rl_all_keeps_each_lease_id_of_equal_concurrency_limits() {
     assert_eq!(members(&mut con, "lb"), ["1:y", "1:x"]);
 }
 
+/// A `RENEW` during a block (which it goes through) keeps the key to the
+/// block's end: the block goes on refusing `ACQUIRE` after the renewed
+/// lease's expiry, as it does after a `RELEASE`.
+#[test]
+fn a_renew_during_a_block_keeps_the_block() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let c = |con: &mut redis::Connection, args: &[&str]| {
+        let mut full = vec!["RL.CONCURRENCY", "rb", "1", "0.2"];
+        full.extend_from_slice(args);
+        call(con, &full)
+    };
+    assert_eq!(c(&mut con, &["ACQUIRE", "a"])[0], 0);
+    assert_eq!(c(&mut con, &["ACQUIRE", "b", "BLOCK", "30"])[0], 1);
+    assert_eq!(c(&mut con, &["RENEW", "a"])[0], 0);
+    let block_end: f64 = query(&mut con, &["ZSCORE", "rb", "B"]).unwrap();
+    let expire_ms: i64 = query(&mut con, &["PEXPIRETIME", "rb"]).unwrap();
+    assert!(
+        expire_ms >= (block_end / 1000.0).ceil() as i64,
+        "the key expires at {expire_ms} ms, before its block's end ({block_end} µs)"
+    );
+}
+
 /// The Functions library answers `rl_concurrency` (and a `CONCURRENCY`
 /// limit of `rl_all`) as the module answers `RL.CONCURRENCY`, and leaves
 /// the same members with the same scores and expiry: each step runs on a

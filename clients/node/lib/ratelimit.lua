@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 6
+local VERSION = 7
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -1840,7 +1840,7 @@ function CONCURRENCY.plan(key, lim, at)
   end
   if upd == nil or d[1] then return d, nil end
   local in_force
-  if op == 'RELEASE' and block_end and block_end > now then in_force = block_end end
+  if block_end and block_end > now then in_force = block_end end
   local latest = upd.expire_at
   if in_force and (latest == nil or in_force > latest) then latest = in_force end
   if latest == nil then return d, { lease = true, delete = true } end

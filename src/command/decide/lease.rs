@@ -96,8 +96,11 @@ pub(super) fn plan_lease<'a>(
         Change::Nothing => Write::Nothing,
         Change::Take(u) | Change::Refund(u) => {
             let (members, expired_leases) = members(&u)?;
-            // A block in force keeps the key, at least to its end.
-            let latest = match p.block_in_force_until_us {
+            // A block in force keeps the key, at least to its end: after a
+            // RENEW too, which no block refuses (the plan knows no block
+            // for it).
+            let block_in_force = stored_block.filter(|&until| until > now_us);
+            let latest = match block_in_force {
                 Some(until) => Some(u.expire_at_us.map_or(until, |t| t.max(until))),
                 None => u.expire_at_us,
             };
