@@ -292,6 +292,16 @@ fn bad_arguments_and_wrong_types_are_refused_without_writing() {
             &["RL.SLIDINGWINDOW", "k", "5", "nan"],
             "ERR window is not a valid float",
         ),
+        // Hex floats, refused on every server (Redis 7.0's parser reads
+        // them, Valkey 9.1's does not): one answer everywhere.
+        (
+            &["RL.SLIDINGWINDOW", "k", "5", "0x10"],
+            "ERR window is not a valid float",
+        ),
+        (
+            &["RL.GCRA", "k", "5", "1", "1", "BLOCK", "0X1p-4"],
+            "ERR BLOCK is not a valid float",
+        ),
         (
             &["RL.SLIDINGWINDOW", "k", "5", "1e-7"],
             "ERR window must be",

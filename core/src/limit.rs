@@ -162,6 +162,12 @@ impl<'a, W: Word<'a>> Args<'a, W> {
         if let Some(whole) = arg.to_i64()? {
             return seconds_to_us(whole as f64).ok_or(Error::BadPeriod { arg: name });
         }
+        // Hex floats (`0x10`) are refused on every server: Redis 7.0's parser
+        // reads them, Valkey 9.1's does not, and the Functions library must
+        // answer as the module does wherever it runs.
+        if arg.bytes()?.iter().any(|&b| b == b'x' || b == b'X') {
+            return Err(Error::NotAFloat { arg: name });
+        }
         let secs = arg.to_f64()?.ok_or(Error::NotAFloat { arg: name })?;
         seconds_to_us(secs).ok_or(Error::BadPeriod { arg: name })
     }

@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 7
+local VERSION = 8
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -223,6 +223,9 @@ end
 local function to_float(s)
   local n = #s
   if n == 0 or is_space(byte(s, 1)) or is_space(byte(s, n)) or find(s, '%z') then return nil end
+  -- Hex floats are refused on every server, as the module refuses them
+  -- (Valkey 9.1's parser does, Redis 7.0's does not).
+  if find(s, '[xX]') then return nil end
   local v = tonumber(s)
   if v == nil or v ~= v then return nil end
   local body = s
