@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 8
+local VERSION = 9
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -369,6 +369,7 @@ local DELETE = 'del'
 
 local GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, BUCKETWINDOW, CELL, SLIDINGLOG, CONCURRENCY
 local bucket_window_new, cell_new, reply_secs5, log_entries, e_over_budget, score_us, apply_log_block
+local e_zset_member, zset_open, zset_count_after, z_old_members
 
 local function check_limit_and_window(limit, window_us)
   if limit < 1 then e_range('limit', '>= 1') end
@@ -1309,6 +1310,105 @@ function apply_log_block(key, w)
   if current > ms then ms = current end
   rcall('PEXPIREAT', key, ms)
 end
+
+-- A member of z's set that the module cannot have written.
+function e_zset_member(z)
+  e_foreign(z.key, z.kind.cmd, NOT_OURS_MEMBER)
+end
+
+-- The sorted set of `key` at `now`, of `kind` (LOG_SET, LEASE_SET: the
+-- command its errors name, its most entries, its member check): nil for no
+-- key, else {key, kind, len,
+-- newest, top (the newest entry's member), blocked}; errors for another
+-- type, a set longer than any of its kind, a foreign newest entry, a newest
+-- entry or block beyond the horizon.
+function zset_open(kind, key, now)
+  local len = rpcall('ZCARD', key)
+  if type(len) ~= 'number' then fail(E_WRONGTYPE) end
+  if len == 0 then return nil end
+  if len > kind.max_len then e_foreign(key, kind.cmd, NOT_OURS_TOO_LONG) end
+  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  local z = { key = key, kind = kind, len = len }
+  local i = 1
+  if top[1] == 'B' then i = 3 end
+  local member = top[i]
+  if member ~= nil then
+    -- Never the block's B here (set members are unique).
+    local score = tonumber(top[i + 1])
+    if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
+        and kind.is_member(member)) then
+      e_invalid(kind.cmd)
+    end
+    z.newest, z.top = score_us(score), member
+  end
+  if i == 3 then
+    z.blocked = score_us(tonumber(top[2]))
+  else
+    local b = rcall('ZSCORE', key, 'B')
+    if b then z.blocked = score_us(tonumber(b)) end
+  end
+  local latest = z.newest
+  if z.blocked and (latest == nil or z.blocked > latest) then latest = z.blocked end
+  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, kind.cmd, NOT_OURS_AHEAD) end
+  return z
+end
+
+-- How many entries (not the block) are scored after `old_max`, up to
+-- `at_most`: the set's length less its old entries (scored at `old_max` or
+-- before) when at most at_most are old, else counted from the newest; every
+-- member walked checked. `want` (optional) fetches that many of the oldest
+-- old entries at least, kept as z.old for the removal an allowed call makes
+-- (z_old_members). A sliding log's old entries are those at its window's
+-- start or before, a lease set's those expired by now.
+function zset_count_after(z, old_max, at_most, want)
+  if z == nil then return 0 end
+  local is_member = z.kind.is_member
+  if at_most < 0 then at_most = 0 end
+  local fetch = at_most + 1
+  if want and want > fetch then fetch = want end
+  local old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', 0, fetch)
+  z.old = old
+  local n = #old
+  if n > at_most + 1 then n = at_most + 1 end
+  for i = 1, n do
+    if not is_member(old[i]) then e_zset_member(z) end
+  end
+  if n <= at_most then
+    local live = z.len - n
+    if z.blocked and z.blocked > old_max then live = live - 1 end
+    if live < 0 then live = 0 end
+    if live > at_most then live = at_most end
+    return live
+  end
+  local live = 0
+  if at_most > 0 then
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', 0, at_most + 1)
+    for i = 1, #got do
+      local m = got[i]
+      if m ~= 'B' then
+        if not is_member(m) then e_zset_member(z) end
+        live = live + 1
+        if live >= at_most then break end
+      end
+    end
+  end
+  return live
+end
+
+-- The first `n` (at most) of the old entries zset_count_after fetched,
+-- each checked: what an allowed call removes, read before any key of the
+-- call is written.
+function z_old_members(z, n)
+  local fetched = z.old or {}
+  if n > #fetched then n = #fetched end
+  local members = {}
+  for i = 1, n do
+    local m = fetched[i]
+    if not z.kind.is_member(m) then e_zset_member(z) end
+    members[i] = m
+  end
+  return members
+end
 end
 
 local function need_slidinglog()
@@ -1332,9 +1432,7 @@ function SLIDINGLOG.parse(a, at)
   return lim
 end
 
--- The log of `key`: nil for no key, else {newest, newest_member,
--- blocked_until, key}; errors for another type or a foreign newest entry.
--- A member the module can have written: an integer below 200000 (in the
+-- A log member the module can have written: an integer below 200000 (in the
 -- server's canonical form) or the block's B.
 local function is_log_member(member)
   if member == 'B' then return true end
@@ -1342,81 +1440,19 @@ local function is_log_member(member)
   return id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX
 end
 
-local function e_log_member(key)
-  e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_MEMBER)
-end
+-- The sliding log as a kind of sorted set (zset_open; the module's
+-- checked_zset): the command its errors name, the most entries a log can
+-- hold (twice the largest limit, and the block), its member check.
+local LOG_SET = {
+  cmd = 'RL.SLIDINGLOG', max_len = 2 * SLIDING_LOG_HARD_MAX + 1, is_member = is_log_member,
+}
 
--- The log of `key` at `now`: nil for no key, else {key, len, newest,
--- member, blocked}; errors for another type, a set longer than any log, a
--- foreign newest entry, a newest entry or block beyond the horizon.
+-- The log of `key` at `now` (zset_open), with `member`: the newest entry's
+-- integer member.
 local function log_open(key, now)
-  local len = rpcall('ZCARD', key)
-  if type(len) ~= 'number' then fail(E_WRONGTYPE) end
-  if len == 0 then return nil end
-  if len > 2 * SLIDING_LOG_HARD_MAX + 1 then e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_TOO_LONG) end
-  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
-  local z = { key = key, len = len }
-  local i = 1
-  if top[1] == 'B' then i = 3 end
-  local member = top[i]
-  if member ~= nil then
-    local score = tonumber(top[i + 1])
-    local id = to_int(member)
-    if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
-        and id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX) then
-      e_invalid('RL.SLIDINGLOG')
-    end
-    z.newest, z.member = score_us(score), id
-  end
-  if i == 3 then
-    z.blocked = score_us(tonumber(top[2]))
-  else
-    local b = rcall('ZSCORE', key, 'B')
-    if b then z.blocked = score_us(tonumber(b)) end
-  end
-  local latest = z.newest
-  if z.blocked and (latest == nil or z.blocked > latest) then latest = z.blocked end
-  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, 'RL.SLIDINGLOG', NOT_OURS_AHEAD) end
+  local z = zset_open(LOG_SET, key, now)
+  if z and z.top then z.member = to_int(z.top) end
   return z
-end
-
--- Entries (not the block) scored after `after`, at most `at_most`: the
--- stale ones counted from the oldest (at most at_most + 1), else the live
--- ones from the newest; every member walked checked.
--- `want` (optional) fetches that many of the oldest stale entries at least,
--- kept as z.stale for the removal an allowed call makes (checked there).
-local function log_count_after(z, after, at_most, want)
-  if z == nil then return 0 end
-  if at_most < 0 then at_most = 0 end
-  local fetch = at_most + 1
-  if want and want > fetch then fetch = want end
-  local stale = rcall('ZRANGEBYSCORE', z.key, '-inf', after, 'LIMIT', 0, fetch)
-  z.stale = stale
-  local n = #stale
-  if n > at_most + 1 then n = at_most + 1 end
-  for i = 1, n do
-    if not is_log_member(stale[i]) then e_log_member(z.key) end
-  end
-  if n <= at_most then
-    local live = z.len - n
-    if z.blocked and z.blocked > after then live = live - 1 end
-    if live < 0 then live = 0 end
-    if live > at_most then live = at_most end
-    return live
-  end
-  local live = 0
-  if at_most > 0 then
-    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(after), 'LIMIT', 0, at_most + 1)
-    for i = 1, #got do
-      local m = got[i]
-      if m ~= 'B' then
-        if not is_log_member(m) then e_log_member(z.key) end
-        live = live + 1
-        if live >= at_most then break end
-      end
-    end
-  end
-  return live
 end
 
 -- The score of the k-th (0-based) newest entry, not the block; every
@@ -1428,7 +1464,7 @@ local function log_nth_newest(z, k)
   for i = 1, #got, 2 do
     local m = got[i]
     if m ~= 'B' then
-      if not is_log_member(m) then e_log_member(z.key) end
+      if not is_log_member(m) then e_zset_member(z) end
       if seen == k then return score_us(tonumber(got[i + 1])) end
       seen = seen + 1
     end
@@ -1444,7 +1480,7 @@ function SLIDINGLOG.take(lim, z, now, cost)
   -- An allowed call (cost <= limit) removes up to cost + 128 stale entries.
   local removable = cost
   if removable > lim.limit then removable = lim.limit end
-  local live = log_count_after(z, cutoff, lim.limit + 1, removable + STALE_REMOVED_PER_CALL)
+  local live = zset_count_after(z, cutoff, lim.limit + 1, removable + STALE_REMOVED_PER_CALL)
   local reset = 0
   if newest and live > 0 then reset = newest + lim.w - now end
   local remaining = lim.limit - live
@@ -1472,7 +1508,7 @@ function SLIDINGLOG.refund(lim, z, now, tokens)
   local t = now
   if newest and newest > now then t = newest end
   local cutoff = t - lim.w
-  local live = log_count_after(z, cutoff, lim.limit + 1)
+  local live = zset_count_after(z, cutoff, lim.limit + 1)
   local remove = tokens
   if remove > live then remove = live end
   if remove < 0 then remove = 0 end
@@ -1512,16 +1548,7 @@ function SLIDINGLOG.plan(key, lim, at)
         -- The stale entries it removes, read and checked now, before any
         -- key of the call is written.
         local stale = {}
-        if z and not at.peek then
-          local fetched = z.stale
-          local n = #fetched
-          if n > upd.remove_at_most then n = upd.remove_at_most end
-          for i = 1, n do
-            local m = fetched[i]
-            if not is_log_member(m) then e_log_member(key) end
-            stale[i] = m
-          end
-        end
+        if z and not at.peek then stale = z_old_members(z, upd.remove_at_most) end
         upd.stale = stale
         write = upd
       end
@@ -1641,41 +1668,18 @@ local function is_lease_member(m)
   return m == 'B' or split_slot(m) ~= nil
 end
 
-local function e_lease_member(key)
-  e_foreign(key, 'RL.CONCURRENCY', NOT_OURS_MEMBER)
-end
+-- The lease set as a kind of sorted set (zset_open): its command, its most
+-- entries (twice the largest limit, and the block), its member check.
+local LEASE_SET = {
+  cmd = 'RL.CONCURRENCY', max_len = 2 * CONCURRENCY_HARD_MAX + 1, is_member = is_lease_member,
+}
 
--- The leases of `key` at `now` for the lease `id`: nil for no key, else
--- {key, id, len, newest, blocked, held = {expires, slots} or nil, probed};
--- errors for another type, a set longer than any, a foreign newest entry, a
--- newest entry or block beyond the horizon.
+-- The leases of `key` at `now` for the lease `id` (zset_open): nil for no
+-- key, else with {id, held = {expires, slots} or nil, probed}.
 local function lease_open(key, id, now)
-  local len = rpcall('ZCARD', key)
-  if type(len) ~= 'number' then fail(E_WRONGTYPE) end
-  if len == 0 then return nil end
-  if len > 2 * CONCURRENCY_HARD_MAX + 1 then e_foreign(key, 'RL.CONCURRENCY', NOT_OURS_TOO_LONG) end
-  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
-  local z = { key = key, id = id, len = len }
-  local i = 1
-  if top[1] == 'B' then i = 3 end
-  local member = top[i]
-  if member ~= nil then
-    local score = tonumber(top[i + 1])
-    if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
-        and split_slot(member) ~= nil) then
-      e_invalid('RL.CONCURRENCY')
-    end
-    z.newest = score_us(score)
-  end
-  if i == 3 then
-    z.blocked = score_us(tonumber(top[2]))
-  else
-    local b = rcall('ZSCORE', key, 'B')
-    if b then z.blocked = score_us(tonumber(b)) end
-  end
-  local latest = z.newest
-  if z.blocked and (latest == nil or z.blocked > latest) then latest = z.blocked end
-  if latest and latest > now + MAX_PERIOD_US then e_foreign(key, 'RL.CONCURRENCY', NOT_OURS_AHEAD) end
+  local z = zset_open(LEASE_SET, key, now)
+  if z == nil then return nil end
+  z.id = id
   -- The lease's slots: 1:id, 2:id, … while present; those sharing the
   -- first one's score are the lease.
   local probed, same = 0, true
@@ -1696,44 +1700,6 @@ local function lease_open(key, id, now)
   return z
 end
 
--- Slots (not the block) expiring after `after`, at most `at_most`, as the
--- sliding log counts; every member walked checked. `want` fetches that many
--- of the oldest expired entries at least (z.expired: what an allowed call
--- removes).
-local function lease_count_after(z, after, at_most, want)
-  if z == nil then return 0 end
-  if at_most < 0 then at_most = 0 end
-  local fetch = at_most + 1
-  if want and want > fetch then fetch = want end
-  local expired = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(after), 'LIMIT', 0, fetch)
-  z.expired = expired
-  local n = #expired
-  if n > at_most + 1 then n = at_most + 1 end
-  for i = 1, n do
-    if not is_lease_member(expired[i]) then e_lease_member(z.key) end
-  end
-  if n <= at_most then
-    local live = z.len - n
-    if z.blocked and z.blocked > after then live = live - 1 end
-    if live < 0 then live = 0 end
-    if live > at_most then live = at_most end
-    return live
-  end
-  local live = 0
-  if at_most > 0 then
-    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(after), 'LIMIT', 0, at_most + 1)
-    for i = 1, #got do
-      local m = got[i]
-      if m ~= 'B' then
-        if not is_lease_member(m) then e_lease_member(z.key) end
-        live = live + 1
-        if live >= at_most then break end
-      end
-    end
-  end
-  return live
-end
-
 -- The expiry of the k-th (0-based) newest slot of another lease than the
 -- call's; every member walked checked.
 local function lease_nth_newest_other(z, k)
@@ -1745,7 +1711,7 @@ local function lease_nth_newest_other(z, k)
     for i = 1, #got, 2 do
       local m = got[i]
       if m ~= 'B' then
-        if not is_lease_member(m) then e_lease_member(z.key) end
+        if not is_lease_member(m) then e_zset_member(z) end
         local _, id = split_slot(m)
         if own < z.probed and id == z.id then
           own = own + 1
@@ -1789,7 +1755,7 @@ function CONCURRENCY.decide(lim, z, now, op, n)
   if want > lim.limit then want = lim.limit end
   if op == 'RELEASE' then want = 0 end
   if op == 'RENEW' then want = held and held.slots or 0 end
-  local live = lease_count_after(z, now, lim.limit + own_live + 1, want + EXPIRED_REMOVED_PER_CALL)
+  local live = zset_count_after(z, now, lim.limit + own_live + 1, want + EXPIRED_REMOVED_PER_CALL)
   local others = live - own_live
   if others < 0 then others = 0 end
   local newest_other = lease_nth_newest_other(z, 0)
@@ -1852,14 +1818,7 @@ function CONCURRENCY.plan(key, lim, at)
   -- call is written.
   local removed = {}
   if z and not at.peek then
-    local fetched = z.expired or {}
-    local n = #fetched
-    if n > upd.remove_at_most then n = upd.remove_at_most end
-    for i = 1, n do
-      local m = fetched[i]
-      if not is_lease_member(m) then e_lease_member(key) end
-      removed[#removed + 1] = m
-    end
+    removed = z_old_members(z, upd.remove_at_most)
     for k = upd.slots + 1, z.probed do removed[#removed + 1] = dec(k) .. ':' .. id end
   end
   return d, { lease = true, removed = removed, slots = upd.slots, id = id,
