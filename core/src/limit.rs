@@ -153,7 +153,7 @@ impl<'a, W: Word<'a>> Args<'a, W> {
 
     /// Argument `i`, a duration in seconds (fractional allowed), as whole
     /// microseconds: [`Error::NotAFloat`] or [`Error::BadPeriod`].
-    #[inline]
+    #[inline(always)]
     pub fn seconds_as_us(&self, i: usize, name: &'static str) -> Result<i64> {
         let arg = self.arg(i)?;
         // Fast path: whole seconds, as most periods are. Any string the

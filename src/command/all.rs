@@ -153,9 +153,11 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         answer.each = planned.iter().map(|p| p.decision).collect();
     }
     let allowed = !answer.decision.limited && !options.peek;
-    for (i, found) in policies.iter().flatten() {
-        if let Some(p) = planned.get(*i) {
-            found.stats.record_limit(p, allowed, answer.taken);
+    if let Some(policies) = policies {
+        for (i, found) in policies {
+            if let Some(p) = planned.get(i) {
+                found.stats.record_limit(p, allowed, answer.taken);
+            }
         }
     }
     Ok(answer)

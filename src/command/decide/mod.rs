@@ -191,7 +191,7 @@ pub fn all<'a>(
             zset_effects.get_or_insert_with(Few::new).push((i, effect));
         }
     }
-    drop(keys); // closes every key
+    keys.clear(); // closes every key (in place: no move of the vector)
     let mut propagating = None;
     for (i, p) in planned.iter().enumerate() {
         if !applies(p) {
