@@ -76,7 +76,7 @@ fn is_limit_keyword(word: &[u8]) -> bool {
 }
 
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
-    let numkeys = args.integer(1, "numkeys")?;
+    let numkeys = numkeys(args)?;
     if !(1..=MAX_KEYS).contains(&numkeys) {
         return Err(Error::OutOfRange {
             arg: "numkeys",
@@ -184,6 +184,18 @@ fn acquire<'a>(
         op: decide::LeaseOp::Acquire,
         id,
     }))
+}
+
+/// `numkeys` (argument 1) as an integer ([`Args::integer`]). One digit, as
+/// nearly every call sends, is read from the argument's bytes: the server's
+/// integer parser reads a lone `0`–`9` as that digit, and the bytes cost
+/// the server less than its parse.
+#[inline(always)]
+fn numkeys(args: &Args) -> Result<i64> {
+    if let [digit @ b'0'..=b'9'] = args.bytes(1)? {
+        return Ok(i64::from(digit - b'0'));
+    }
+    args.integer(1, "numkeys")
 }
 
 fn is_option(word: &[u8]) -> bool {

@@ -143,7 +143,7 @@ pub fn all<'a>(
     // What the reply needs from all the limits, gathered as they are planned.
     let (mut shadows, mut blocked, mut shadow_limited, mut soft_over) = (0, false, false, false);
     for (name, limit, modes, lease) in limits {
-        let (key, p) = plan(ctx, *name, limit, modes, *lease, now_us, options)?;
+        let (key, p) = plan_inline(ctx, *name, limit, modes, *lease, now_us, options)?;
         shadows += usize::from(p.shadow);
         blocked |= p.blocked;
         shadow_limited |= p.shadow_limited;
@@ -281,7 +281,22 @@ fn planned<'a>(
     }
 }
 
+#[inline(never)] // one copy for the single commands, as before `plan_inline`
 fn plan<'a>(
+    ctx: Ctx,
+    name: Arg<'a>,
+    limit: &Limit,
+    modes: &Modes,
+    lease: Option<Lease<'a>>,
+    now_us: i64,
+    options: &Options,
+) -> Result<(Key<'a>, Planned<'a>)> {
+    plan_inline(ctx, name, limit, modes, lease, now_us, options)
+}
+
+/// [`plan`], inline in [`all`]: its result built where `all` keeps it.
+#[inline(always)]
+fn plan_inline<'a>(
     ctx: Ctx,
     name: Arg<'a>,
     limit: &Limit,
