@@ -87,14 +87,17 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     if args.len() < 2 + numkeys {
         return Err(Error::LimitCount);
     }
-    // Each key's bytes read once (a server call each), then compared.
-    let mut names: decide::Few<&[u8]> = decide::Few::new();
-    for i in 0..numkeys {
-        let key = args.bytes(2 + i)?;
-        if names.contains(&key) {
-            return Err(Error::DuplicateKey);
+    // Each key's bytes read once (a server call each), then compared; one
+    // key has nothing to be compared with.
+    if numkeys > 1 {
+        let mut names: decide::Few<&[u8]> = decide::Few::new();
+        for i in 0..numkeys {
+            let key = args.bytes(2 + i)?;
+            if names.contains(&key) {
+                return Err(Error::DuplicateKey);
+            }
+            names.push(key);
         }
-        names.push(key);
     }
     let mut limits: decide::Few<decide::CallLimit> = decide::Few::new();
     // The policies among the limits, for their statistics (none on most
@@ -147,20 +150,20 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     if concurrency && matches!(options.op, decide::Op::Refund(_)) {
         return Err(Error::RefundConcurrency);
     }
-    let mut planned = decide::Few::new();
-    let mut answer = decide::all(ctx, &limits, &options, &mut planned)?;
-    if with_limits {
-        answer.each = planned.iter().map(|p| p.decision).collect();
-    }
-    let allowed = !answer.decision.limited && !options.peek;
-    if let Some(policies) = policies {
-        for (i, found) in policies {
-            if let Some(p) = planned.get(i) {
-                found.stats.record_limit(p, allowed, answer.taken);
+    // The answer is built where this handler returns it (no move of it).
+    decide::all(ctx, &limits, &options, |answer, planned| {
+        if with_limits {
+            answer.each = planned.iter().map(|p| p.decision).collect();
+        }
+        if let Some(policies) = policies {
+            let allowed = !answer.decision.limited && !options.peek;
+            for (i, found) in policies {
+                if let Some(p) = planned.get(i) {
+                    found.stats.record_limit(p, allowed, answer.taken);
+                }
             }
         }
-    }
-    Ok(answer)
+    })
 }
 
 /// A `CONCURRENCY` limit's `ACQUIRE id` at `*at` (moved past it); `None`

@@ -129,17 +129,19 @@ pub fn rule<'a>(
 /// binding limit's decision and its 1-based position (`Answer::position`): when limited, the
 /// refusing limit with the longest `retry_after` ("never" counts longest);
 /// otherwise the one with the fewest `remaining` (the first on ties).
-/// `planned` is left with each limit's plan, in order.
+/// Before it answers (not on an error), `finish` is given the answer and
+/// each limit's plan, in order (`RL.ALL`'s `WITHLIMITS` and its policies'
+/// statistics): the answer is built once, where the caller returns it.
 pub fn all<'a>(
     ctx: Ctx,
     limits: &[CallLimit<'a>],
     options: &Options,
-    planned: &mut Few<Planned<'a>>,
+    finish: impl FnOnce(&mut Answer, &[Planned<'a>]),
 ) -> Result<Answer> {
     check_budget(limits.iter().map(|(_, limit, _, _)| limit), options.op)?;
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
-    planned.clear();
+    let mut planned: Few<Planned<'a>> = Few::new();
     // What the reply needs from all the limits, gathered as they are planned.
     let (mut shadows, mut blocked, mut shadow_limited, mut soft_over) = (0, false, false, false);
     for (name, limit, modes, lease) in limits {
@@ -172,6 +174,7 @@ pub fn all<'a>(
     answer.shadow_limited = shadow_limited;
     answer.soft_over = allowed && !options.peek && soft_over;
     if options.peek {
+        finish(&mut answer, &planned);
         return Ok(answer);
     }
     // Allowed: every key takes its tokens. Refused: only the refusing
@@ -203,6 +206,7 @@ pub fn all<'a>(
             announce(ctx, p.name, effect, &mut propagating)?;
         }
     }
+    finish(&mut answer, &planned);
     Ok(answer)
 }
 
