@@ -155,10 +155,10 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         if with_limits {
             answer.each = planned.iter().map(|p| p.decision).collect();
         }
-        if let Some(policies) = policies {
+        if let Some(policies) = &policies {
             let allowed = !answer.decision.limited && !options.peek;
             for (i, found) in policies {
-                if let Some(p) = planned.get(i) {
+                if let Some(p) = planned.get(*i) {
                     found.stats.record_limit(p, allowed, answer.taken);
                 }
             }
