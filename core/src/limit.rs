@@ -281,7 +281,7 @@ pub enum Kind {
 
 impl Kind {
     /// Which limit a keyword names (any case); `None` for anything else.
-    #[inline]
+    #[inline(always)]
     pub fn of(word: &[u8]) -> Option<Kind> {
         // By length first: one case-insensitive comparison per call, each
         // with its keyword a constant (its windows unrolled).

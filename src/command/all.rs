@@ -93,6 +93,8 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     // calls: nothing to create or drop then).
     let mut policies: Option<decide::Few<(usize, Arc<policy::Policy>)>> = None;
     let mut at = 2 + numkeys;
+    // A CONCURRENCY limit among them (no REFUND then).
+    let mut concurrency = false;
     for i in 0..numkeys {
         if at >= args.len() {
             return Err(Error::LimitCount);
@@ -106,6 +108,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             let limit = kind.parse(args, at + 1, &SettingsBounds)?;
             at += 1 + kind.params();
             let lease = acquire(args, &limit, &mut at)?;
+            concurrency |= lease.is_some();
             limits.push((key, limit, decide::Modes::default(), lease));
         } else if is_keyword(word, b"POLICY") {
             let (found, rule) = policy::find(args.bytes(at + 1).map_err(|_| Error::LimitCount)?)?;
@@ -114,6 +117,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             }
             at += 2;
             let lease = acquire(args, &rule.limit, &mut at)?;
+            concurrency |= lease.is_some();
             limits.push((key, rule.limit, rule.modes, lease));
             policies
                 .get_or_insert_with(decide::Few::new)
@@ -135,7 +139,6 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             1
         }))
     })?;
-    let concurrency = limits.iter().any(|l| l.3.is_some());
     if concurrency && matches!(options.op, decide::Op::Refund(_)) {
         return Err(Error::RefundConcurrency);
     }
