@@ -142,17 +142,33 @@ pub fn all<'a>(
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
     let mut planned: Few<Planned<'a>> = Few::new();
-    // What the reply needs from all the limits, gathered as they are planned.
-    let (mut shadows, mut blocked, mut shadow_limited, mut soft_over) = (0, false, false, false);
+    // Each plan pushed where it is built (a string's; others as their
+    // single commands plan them).
+    let mut every = Every {
+        keys: &mut keys,
+        planned: &mut planned,
+    };
     for (name, limit, modes, lease) in limits {
-        let (key, p) = plan_inline(ctx, *name, limit, modes, *lease, now_us, options)?;
+        if matches!(
+            limit,
+            Limit::BucketWindow(_) | Limit::SlidingLog(_) | Limit::Concurrency(_)
+        ) {
+            // Planned as its single command plans it (see plan_string_key).
+            let (key, p) = plan(ctx, *name, limit, modes, *lease, now_us, options)?;
+            every.put(key, p);
+        } else {
+            plan_into(
+                ctx, *name, limit, modes, *lease, now_us, options, &mut every,
+            )?;
+        }
+    }
+    // What the reply needs from all the limits, gathered from their plans.
+    let (mut shadows, mut blocked, mut shadow_limited, mut soft_over) = (0, false, false, false);
+    for p in &planned {
         shadows += usize::from(p.shadow);
         blocked |= p.blocked;
         shadow_limited |= p.shadow_limited;
         soft_over |= p.soft_over;
-        // The plan first: moved once, straight from the result.
-        planned.push(p);
-        keys.push(key);
     }
     // A shadow limit never refuses, nor binds: the binding limit is among
     // the others (among all when every limit is a shadow, or none is).
@@ -285,7 +301,7 @@ fn planned<'a>(
     }
 }
 
-#[inline(never)] // one copy for the single commands, as before `plan_inline`
+#[inline(never)] // one copy for the single commands
 fn plan<'a>(
     ctx: Ctx,
     name: Arg<'a>,
@@ -295,12 +311,96 @@ fn plan<'a>(
     now_us: i64,
     options: &Options,
 ) -> Result<(Key<'a>, Planned<'a>)> {
-    plan_inline(ctx, name, limit, modes, lease, now_us, options)
+    plan_into(ctx, name, limit, modes, lease, now_us, options, &mut Pair)
 }
 
-/// [`plan`], inline in [`all`]: its result built where `all` keeps it.
+/// Where a planner leaves a limit's key and plan ([`plan_into`]): handed
+/// back as a pair (a single command), or pushed where [`all`] keeps them,
+/// so that each plan (184 bytes) is moved once, from where it is built.
+pub(super) trait Put<'a> {
+    /// What the planner returns.
+    type Out;
+    /// Takes one limit's open key and plan.
+    fn put(&mut self, key: Key<'a>, p: Planned<'a>) -> Self::Out;
+    /// Marks the plan just put as a replacement of another algorithm's
+    /// state (a policy's re-plan).
+    fn replaced(&mut self, out: &mut Self::Out);
+    /// Plans `limit` on the open `key` ([`plan_key`]), leaving both here.
+    fn plan(
+        &mut self,
+        ctx: Ctx,
+        key: Key<'a>,
+        name: Arg<'a>,
+        limit: &Limit,
+        lease: Option<Lease<'a>>,
+        at: &At,
+    ) -> Result<Self::Out>;
+}
+
+/// The key and plan handed back as a pair.
+struct Pair;
+
+impl<'a> Put<'a> for Pair {
+    type Out = (Key<'a>, Planned<'a>);
+    #[inline(always)]
+    fn put(&mut self, key: Key<'a>, p: Planned<'a>) -> Self::Out {
+        (key, p)
+    }
+    #[inline(always)]
+    fn replaced(&mut self, out: &mut Self::Out) {
+        out.1.replace = true;
+    }
+    #[inline(always)]
+    fn plan(
+        &mut self,
+        ctx: Ctx,
+        key: Key<'a>,
+        name: Arg<'a>,
+        limit: &Limit,
+        lease: Option<Lease<'a>>,
+        at: &At,
+    ) -> Result<Self::Out> {
+        plan_key(ctx, key, name, limit, lease, at)
+    }
+}
+
+/// Every limit's key and plan, in order, pushed onto [`all`]'s vectors.
+struct Every<'v, 'a> {
+    keys: &'v mut Few<Key<'a>>,
+    planned: &'v mut Few<Planned<'a>>,
+}
+
+impl<'a> Put<'a> for Every<'_, 'a> {
+    type Out = ();
+    #[inline(always)]
+    fn put(&mut self, key: Key<'a>, p: Planned<'a>) {
+        self.planned.push(p);
+        self.keys.push(key);
+    }
+    #[inline(always)]
+    fn replaced(&mut self, _: &mut ()) {
+        if let Some(p) = self.planned.last_mut() {
+            p.replace = true;
+        }
+    }
+    #[inline(always)]
+    fn plan(
+        &mut self,
+        _: Ctx,
+        key: Key<'a>,
+        name: Arg<'a>,
+        limit: &Limit,
+        _: Option<Lease<'a>>,
+        at: &At,
+    ) -> Result<()> {
+        plan_string_key(key, name, limit, at, self)
+    }
+}
+
+/// Opens `name` and plans `limit` on it, leaving the key and plan to `out`.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn plan_inline<'a>(
+fn plan_into<'a, P: Put<'a>>(
     ctx: Ctx,
     name: Arg<'a>,
     limit: &Limit,
@@ -308,7 +408,8 @@ fn plan_inline<'a>(
     lease: Option<Lease<'a>>,
     now_us: i64,
     options: &Options,
-) -> Result<(Key<'a>, Planned<'a>)> {
+    out: &mut P,
+) -> Result<P::Out> {
     let key = Key::open(ctx, name)?;
     let mut at = At {
         now_us,
@@ -316,7 +417,7 @@ fn plan_inline<'a>(
         modes,
         fresh: false,
     };
-    match plan_key(ctx, key, name, limit, lease, &at) {
+    match out.plan(ctx, key, name, limit, lease, &at) {
         // Under a policy, another algorithm's state (or variant's) reads as
         // no key; anything the module did not write keeps its error.
         Err(e) if modes.policy && e.is_state_mismatch() => {
@@ -325,9 +426,9 @@ fn plan_inline<'a>(
                 return Err(e);
             }
             at.fresh = true;
-            let (key, mut p) = plan_key(ctx, key, name, limit, lease, &at)?;
-            p.replace = true;
-            Ok((key, p))
+            let mut done = out.plan(ctx, key, name, limit, lease, &at)?;
+            out.replaced(&mut done);
+            Ok(done)
         }
         planned => planned,
     }
@@ -355,13 +456,17 @@ fn plan_key<'a>(
     at: &At,
 ) -> Result<(Key<'a>, Planned<'a>)> {
     match limit {
-        Limit::Gcra(a) => plan_string(key, name, &Fixed(a), "RL.GCRA", at),
-        Limit::TokenBucket(a) => plan_string(key, name, &Fixed(a), "RL.TOKENBUCKET", at),
-        Limit::LeakyBucket(a) => plan_string(key, name, &Fixed(a), "RL.LEAKYBUCKET", at),
-        Limit::FixedWindow(a) => plan_string(key, name, &Fixed(a), "RL.FIXEDWINDOW", at),
-        Limit::SlidingWindow(a) => plan_string(key, name, &Fixed(a), "RL.SLIDINGWINDOW", at),
-        Limit::Throttle(a) => plan_string(key, name, &Fixed(a), "CL.THROTTLE", at),
-        Limit::BucketWindow(a) => plan_string(key, name, &Buckets(a), "RL.SLIDINGWINDOW", at),
+        Limit::Gcra(a) => plan_string(key, name, &Fixed(a), "RL.GCRA", at, &mut Pair),
+        Limit::TokenBucket(a) => plan_string(key, name, &Fixed(a), "RL.TOKENBUCKET", at, &mut Pair),
+        Limit::LeakyBucket(a) => plan_string(key, name, &Fixed(a), "RL.LEAKYBUCKET", at, &mut Pair),
+        Limit::FixedWindow(a) => plan_string(key, name, &Fixed(a), "RL.FIXEDWINDOW", at, &mut Pair),
+        Limit::SlidingWindow(a) => {
+            plan_string(key, name, &Fixed(a), "RL.SLIDINGWINDOW", at, &mut Pair)
+        }
+        Limit::Throttle(a) => plan_string(key, name, &Fixed(a), "CL.THROTTLE", at, &mut Pair),
+        Limit::BucketWindow(a) => {
+            plan_string(key, name, &Buckets(a), "RL.SLIDINGWINDOW", at, &mut Pair)
+        }
         Limit::SlidingLog(a) => plan_log(ctx, key, name, a, at),
         Limit::Concurrency(a) => {
             let lease = lease.ok_or(Error::Internal {
@@ -372,8 +477,34 @@ fn plan_key<'a>(
     }
 }
 
+/// [`plan_key`] of a limit held in one fixed-size string, its key and plan
+/// pushed where [`all`] keeps them. A bucketed window's and a sorted set's
+/// limit are planned by [`plan`], as their single commands plan them (one
+/// copy of their planners, inlined as it was).
+fn plan_string_key<'a>(
+    key: Key<'a>,
+    name: Arg<'a>,
+    limit: &Limit,
+    at: &At,
+    out: &mut Every<'_, 'a>,
+) -> Result<()> {
+    match limit {
+        Limit::Gcra(a) => plan_string(key, name, &Fixed(a), "RL.GCRA", at, out),
+        Limit::TokenBucket(a) => plan_string(key, name, &Fixed(a), "RL.TOKENBUCKET", at, out),
+        Limit::LeakyBucket(a) => plan_string(key, name, &Fixed(a), "RL.LEAKYBUCKET", at, out),
+        Limit::FixedWindow(a) => plan_string(key, name, &Fixed(a), "RL.FIXEDWINDOW", at, out),
+        Limit::SlidingWindow(a) => plan_string(key, name, &Fixed(a), "RL.SLIDINGWINDOW", at, out),
+        Limit::Throttle(a) => plan_string(key, name, &Fixed(a), "CL.THROTTLE", at, out),
+        Limit::BucketWindow(_) | Limit::SlidingLog(_) | Limit::Concurrency(_) => {
+            Err(Error::Internal {
+                what: "a bucketed window's or a sorted set's limit pushed by plan_string_key",
+            })
+        }
+    }
+}
+
 /// The instant of a call and how it decides.
-struct At<'o> {
+pub(super) struct At<'o> {
     now_us: i64,
     options: &'o Options,
     modes: &'o Modes,
