@@ -142,20 +142,24 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     if concurrency && matches!(options.op, decide::Op::Refund(_)) {
         return Err(Error::RefundConcurrency);
     }
-    // The answer is built where this handler returns it (no move of it).
-    decide::all(ctx, &limits, &options, |answer, planned| {
-        if with_limits {
-            answer.each = planned.iter().map(|p| p.decision).collect();
-        }
-        if let Some(policies) = &policies {
-            let allowed = !answer.decision.limited && !options.peek;
-            for (i, found) in policies {
-                if let Some(p) = planned.get(*i) {
-                    found.stats.record_limit(p, allowed, answer.taken);
+    // The answer is built where this handler returns it (no move of it);
+    // the plans are looked at again only for WITHLIMITS or a policy.
+    let finish = (with_limits || policies.is_some()).then_some(
+        |answer: &mut Answer, planned: &[decide::Planned]| {
+            if with_limits {
+                answer.each = planned.iter().map(|p| p.decision).collect();
+            }
+            if let Some(policies) = &policies {
+                let allowed = !answer.decision.limited && !options.peek;
+                for (i, found) in policies {
+                    if let Some(p) = planned.get(*i) {
+                        found.stats.record_limit(p, allowed, answer.taken);
+                    }
                 }
             }
-        }
-    })
+        },
+    );
+    decide::all(ctx, &limits, &options, finish)
 }
 
 /// A `CONCURRENCY` limit's `ACQUIRE id` at `*at` (moved past it); `None`

@@ -129,14 +129,15 @@ pub fn rule<'a>(
 /// binding limit's decision and its 1-based position (`Answer::position`): when limited, the
 /// refusing limit with the longest `retry_after` ("never" counts longest);
 /// otherwise the one with the fewest `remaining` (the first on ties).
-/// Before it answers (not on an error), `finish` is given the answer and
-/// each limit's plan, in order (`RL.ALL`'s `WITHLIMITS` and its policies'
-/// statistics): the answer is built once, where the caller returns it.
+/// Before it answers (not on an error), `finish`, if any, is given the
+/// answer and each limit's plan, in order (`RL.ALL`'s `WITHLIMITS` and its
+/// policies' statistics): the answer is built once, where the caller
+/// returns it.
 pub fn all<'a>(
     ctx: Ctx,
     limits: &[CallLimit<'a>],
     options: &Options,
-    finish: impl FnOnce(&mut Answer, &[Planned<'a>]),
+    finish: Option<impl FnOnce(&mut Answer, &[Planned<'a>])>,
 ) -> Result<Answer> {
     check_budget(limits.iter().map(|(_, limit, _, _)| limit), options.op)?;
     let now_us = clock_us();
@@ -147,6 +148,7 @@ pub fn all<'a>(
     let mut every = Every {
         keys: &mut keys,
         planned: &mut planned,
+        seen: Seen::default(),
     };
     for (name, limit, modes, lease) in limits {
         if matches!(
@@ -162,14 +164,12 @@ pub fn all<'a>(
             )?;
         }
     }
-    // What the reply needs from all the limits, gathered from their plans.
-    let (mut shadows, mut blocked, mut shadow_limited, mut soft_over) = (0, false, false, false);
-    for p in &planned {
-        shadows += usize::from(p.shadow);
-        blocked |= p.blocked;
-        shadow_limited |= p.shadow_limited;
-        soft_over |= p.soft_over;
-    }
+    let Seen {
+        shadows,
+        blocked,
+        shadow_limited,
+        soft_over,
+    } = every.seen;
     // A shadow limit never refuses, nor binds: the binding limit is among
     // the others (among all when every limit is a shadow, or none is).
     // (`all::binding_among`, its decisions compared where they lie.)
@@ -190,7 +190,9 @@ pub fn all<'a>(
     answer.shadow_limited = shadow_limited;
     answer.soft_over = allowed && !options.peek && soft_over;
     if options.peek {
-        finish(&mut answer, &planned);
+        if let Some(finish) = finish {
+            finish(&mut answer, &planned);
+        }
         return Ok(answer);
     }
     // Allowed: every key takes its tokens. Refused: only the refusing
@@ -222,7 +224,9 @@ pub fn all<'a>(
             announce(ctx, p.name, effect, &mut propagating)?;
         }
     }
-    finish(&mut answer, &planned);
+    if let Some(finish) = finish {
+        finish(&mut answer, &planned);
+    }
     Ok(answer)
 }
 
@@ -368,12 +372,27 @@ impl<'a> Put<'a> for Pair {
 struct Every<'v, 'a> {
     keys: &'v mut Few<Key<'a>>,
     planned: &'v mut Few<Planned<'a>>,
+    seen: Seen,
+}
+
+/// What the reply needs from all the limits, gathered as they are planned.
+#[derive(Default, Clone, Copy)]
+struct Seen {
+    shadows: usize,
+    blocked: bool,
+    shadow_limited: bool,
+    soft_over: bool,
 }
 
 impl<'a> Put<'a> for Every<'_, 'a> {
     type Out = ();
     #[inline(always)]
     fn put(&mut self, key: Key<'a>, p: Planned<'a>) {
+        let seen = &mut self.seen;
+        seen.shadows += usize::from(p.shadow);
+        seen.blocked |= p.blocked;
+        seen.shadow_limited |= p.shadow_limited;
+        seen.soft_over |= p.soft_over;
         self.planned.push(p);
         self.keys.push(key);
     }
