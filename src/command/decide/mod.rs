@@ -269,6 +269,7 @@ fn longer(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 /// A planned limit with its policy's modes applied: the replied decision
 /// (`SOFT`: the nominal limit; `SHADOW`: allowed), and no write for a
 /// refusal a shadow limit only records.
+#[inline(always)]
 fn planned<'a>(
     name: Arg<'a>,
     modes: &Modes,
