@@ -173,12 +173,17 @@ ROWS = [
 # bound is the reachable one, or today's ratio with room for the request
 # counts' spread, so that the ratio cannot slip back.
 TARGETS = [
-    # 0.93 (2026-11-26, after the string-write path and the binding limit
-    # found in place, issue 37), with room for the request counts' spread.
-    ("RL.ALL 2 (GCRA + FIXEDWINDOW)", ["RL.GCRA", "RL.FIXEDWINDOW"], 0.9, 0.94),
-    ("RL.ALL 2 (GCRA + FIXEDWINDOW), backlog", ["RL.GCRA, backlog", "RL.FIXEDWINDOW, backlog"], 0.9, 1.05),
-    ("RL.ALL 1 (FIXEDWINDOW)", ["RL.FIXEDWINDOW"], 1.05, 1.22),
-    ("RL.ALL 1 (FIXEDWINDOW), backlog", ["RL.FIXEDWINDOW, backlog"], 1.05, 1.14),
+    # 0.898 (2026-11-26, after RL.ALL's plans were pushed where they are
+    # built, issue 37): the issue's 0.9 met; enforced with room for the
+    # request counts' spread (a few tenths of a percent between runs).
+    ("RL.ALL 2 (GCRA + FIXEDWINDOW)", ["RL.GCRA", "RL.FIXEDWINDOW"], 0.9, 0.91),
+    # The other three at today's ratio (1.00, 1.15, 1.09) with room for the
+    # spread: out of reach of the issue's targets (bench/README.md), but not
+    # to slip. With a backlog, the two-limit request moves by up to ~0.6 %
+    # between runs (28,955-29,113), hence its wider room.
+    ("RL.ALL 2 (GCRA + FIXEDWINDOW), backlog", ["RL.GCRA, backlog", "RL.FIXEDWINDOW, backlog"], 0.9, 1.02),
+    ("RL.ALL 1 (FIXEDWINDOW)", ["RL.FIXEDWINDOW"], 1.05, 1.16),
+    ("RL.ALL 1 (FIXEDWINDOW), backlog", ["RL.FIXEDWINDOW, backlog"], 1.05, 1.10),
 ]
 
 

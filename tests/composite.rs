@@ -107,6 +107,14 @@ fn all_refuses_malformed_calls_and_writes_nothing() {
     let mut con = server.connect();
     let cases: &[(&[&str], &str)] = &[
         (&["RL.ALL", "2", "k", "k", "GCRA", "1", "1", "1", "GCRA", "1", "1", "1"], "ERR RL.ALL names the same key twice"),
+        // Before a bad limit; among three keys (the module compares two keys
+        // through the server, more in its own code: both found).
+        (&["RL.ALL", "2", "k", "k", "GCRA", "-1", "1", "1", "BUCKET"], "ERR RL.ALL names the same key twice"),
+        (&["RL.ALL", "3", "k", "l", "k", "GCRA", "1", "1", "1", "GCRA", "1", "1", "1", "GCRA", "1", "1", "1"], "ERR RL.ALL names the same key twice"),
+        (&["RL.ALL", "3", "kk", "k", "k", "GCRA", "-1", "1", "1", "GCRA", "1", "1", "1", "GCRA", "1", "1", "1"], "ERR RL.ALL names the same key twice"),
+        // Keys that differ only in length or case are distinct.
+        (&["RL.ALL", "2", "k", "kk", "GCRA", "-1", "1", "1", "GCRA", "1", "1", "1"], "ERR max_burst must be >= 0"),
+        (&["RL.ALL", "2", "k", "K", "GCRA", "-1", "1", "1", "GCRA", "1", "1", "1"], "ERR max_burst must be >= 0"),
         (&["RL.ALL", "2", "k", "l", "GCRA", "1", "1", "1"], "ERR RL.ALL needs exactly numkeys limits, one per key"),
         (&["RL.ALL", "2", "k", "l", "GCRA", "1", "1", "1", "TOKENS", "2"], "ERR RL.ALL needs exactly numkeys limits, one per key"),
         (&["RL.ALL", "1", "k", "GCRA", "1", "1", "1", "GCRA", "1", "1", "1"], "ERR RL.ALL needs exactly numkeys limits, one per key"),
@@ -122,6 +130,14 @@ fn all_refuses_malformed_calls_and_writes_nothing() {
         assert_eq!(&call_err(&mut con, args), want, "{args:?}");
     }
     if common::engine() == common::Engine::Module {
+        // numkeys as the server reads integers (one digit or more).
+        for numkeys in ["01", "+1", " 1", "1.0"] {
+            assert_eq!(
+                call_err(&mut con, &["RL.ALL", numkeys, "k", "GCRA", "1", "1", "1"]),
+                "ERR numkeys is not an integer or out of range",
+                "{numkeys:?}"
+            );
+        }
         // FCALL's numkeys is the server's: it refuses 65 keys among fewer
         // arguments itself.
         assert_eq!(

@@ -558,6 +558,19 @@ fn a_policy_reads_another_algorithms_state_as_documented_for_every_pair() {
             assert_eq!(kind, want, "{what}: the key is the policy's type");
             let ttl: i64 = query(&mut con, &["PTTL", "k"]).unwrap();
             assert!(ttl > 0, "{what}: expires");
+            // RL.ALL plans a policy's limit its own way: the same read,
+            // and the key replaced alike (a sorted set by a string, say).
+            if policy == "LEAKYBUCKET" {
+                continue; // not part of RL.ALL
+            }
+            let _: i64 = query(&mut con, &["DEL", "k"]).unwrap();
+            for _ in 0..3 {
+                assert_eq!(call(&mut con, &command)[0], 0, "{what}");
+            }
+            let all: Vec<i64> = query(&mut con, &["RL.ALL", "1", "k", "POLICY", "p"]).unwrap();
+            assert_eq!(all[..3], reply[..3], "{what}: RL.ALL {all:?}");
+            let kind: String = query(&mut con, &["TYPE", "k"]).unwrap();
+            assert_eq!(kind, want, "{what}: RL.ALL: the key is the policy's type");
         }
     }
     // The one collision that is not the same instant: a token bucket's

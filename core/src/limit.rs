@@ -153,7 +153,7 @@ impl<'a, W: Word<'a>> Args<'a, W> {
 
     /// Argument `i`, a duration in seconds (fractional allowed), as whole
     /// microseconds: [`Error::NotAFloat`] or [`Error::BadPeriod`].
-    #[inline]
+    #[inline(always)]
     pub fn seconds_as_us(&self, i: usize, name: &'static str) -> Result<i64> {
         let arg = self.arg(i)?;
         // Fast path: whole seconds, as most periods are. Any string the
@@ -281,22 +281,26 @@ pub enum Kind {
 
 impl Kind {
     /// Which limit a keyword names (any case); `None` for anything else.
-    #[inline]
+    #[inline(always)]
     pub fn of(word: &[u8]) -> Option<Kind> {
-        // By length first: one case-insensitive comparison per call.
-        let kind = match word.len() {
-            4 => Kind::Gcra,
-            10 => Kind::SlidingLog,
+        // By length first: one case-insensitive comparison per call, each
+        // with its keyword a constant (its windows unrolled).
+        #[inline(always)]
+        fn named(word: &[u8], kind: Kind) -> Option<Kind> {
+            is_keyword(word, kind.name()).then_some(kind)
+        }
+        match word.len() {
+            4 => named(word, Kind::Gcra),
+            10 => named(word, Kind::SlidingLog),
             11 => match word[0] | 0x20 {
-                b't' => Kind::TokenBucket,
-                b'f' => Kind::FixedWindow,
-                b'c' => Kind::Concurrency,
-                _ => Kind::LeakyBucket,
+                b't' => named(word, Kind::TokenBucket),
+                b'f' => named(word, Kind::FixedWindow),
+                b'c' => named(word, Kind::Concurrency),
+                _ => named(word, Kind::LeakyBucket),
             },
-            13 => Kind::SlidingWindow,
-            _ => return None,
-        };
-        is_keyword(word, kind.name()).then_some(kind)
+            13 => named(word, Kind::SlidingWindow),
+            _ => None,
+        }
     }
 
     /// The keyword, upper case.

@@ -76,7 +76,7 @@ fn is_limit_keyword(word: &[u8]) -> bool {
 }
 
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
-    let numkeys = args.integer(1, "numkeys")?;
+    let numkeys = numkeys(args)?;
     if !(1..=MAX_KEYS).contains(&numkeys) {
         return Err(Error::OutOfRange {
             arg: "numkeys",
@@ -87,20 +87,14 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     if args.len() < 2 + numkeys {
         return Err(Error::LimitCount);
     }
-    // Each key's bytes read once (a server call each), then compared.
-    let mut names: decide::Few<&[u8]> = decide::Few::new();
-    for i in 0..numkeys {
-        let key = args.bytes(2 + i)?;
-        if names.contains(&key) {
-            return Err(Error::DuplicateKey);
-        }
-        names.push(key);
-    }
+    distinct_keys(args, numkeys)?;
     let mut limits: decide::Few<decide::CallLimit> = decide::Few::new();
     // The policies among the limits, for their statistics (none on most
     // calls: nothing to create or drop then).
     let mut policies: Option<decide::Few<(usize, Arc<policy::Policy>)>> = None;
     let mut at = 2 + numkeys;
+    // A CONCURRENCY limit among them (no REFUND then).
+    let mut concurrency = false;
     for i in 0..numkeys {
         if at >= args.len() {
             return Err(Error::LimitCount);
@@ -114,6 +108,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             let limit = kind.parse(args, at + 1, &SettingsBounds)?;
             at += 1 + kind.params();
             let lease = acquire(args, &limit, &mut at)?;
+            concurrency |= lease.is_some();
             limits.push((key, limit, decide::Modes::default(), lease));
         } else if is_keyword(word, b"POLICY") {
             let (found, rule) = policy::find(args.bytes(at + 1).map_err(|_| Error::LimitCount)?)?;
@@ -122,6 +117,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             }
             at += 2;
             let lease = acquire(args, &rule.limit, &mut at)?;
+            concurrency |= lease.is_some();
             limits.push((key, rule.limit, rule.modes, lease));
             policies
                 .get_or_insert_with(decide::Few::new)
@@ -143,22 +139,27 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             1
         }))
     })?;
-    let concurrency = limits.iter().any(|l| l.3.is_some());
     if concurrency && matches!(options.op, decide::Op::Refund(_)) {
         return Err(Error::RefundConcurrency);
     }
-    let mut planned = decide::Few::new();
-    let mut answer = decide::all(ctx, &limits, &options, &mut planned)?;
-    if with_limits {
-        answer.each = planned.iter().map(|p| p.decision).collect();
-    }
-    let allowed = !answer.decision.limited && !options.peek;
-    for (i, found) in policies.iter().flatten() {
-        if let Some(p) = planned.get(*i) {
-            found.stats.record_limit(p, allowed, answer.taken);
-        }
-    }
-    Ok(answer)
+    // The answer is built where this handler returns it (no move of it);
+    // the plans are looked at again only for WITHLIMITS or a policy.
+    let finish = (with_limits || policies.is_some()).then_some(
+        |answer: &mut Answer, planned: &[decide::Planned]| {
+            if with_limits {
+                answer.each = planned.iter().map(|p| p.decision).collect();
+            }
+            if let Some(policies) = &policies {
+                let allowed = !answer.decision.limited && !options.peek;
+                for (i, found) in policies {
+                    if let Some(p) = planned.get(*i) {
+                        found.stats.record_limit(p, allowed, answer.taken);
+                    }
+                }
+            }
+        },
+    );
+    decide::all(ctx, &limits, &options, finish)
 }
 
 /// A `CONCURRENCY` limit's `ACQUIRE id` at `*at` (moved past it); `None`
@@ -182,6 +183,46 @@ fn acquire<'a>(
         op: decide::LeaseOp::Acquire,
         id,
     }))
+}
+
+/// [`Error::DuplicateKey`] unless the `numkeys` keys (from argument 2) are
+/// distinct. Two keys are compared by the server (`RedisModule_StringCompare`,
+/// ~90 instructions: less than reading both keys' bytes and comparing them
+/// here); from three, each key's bytes are read once (a call each) and
+/// compared here (a server call per pair would cost more). One key has
+/// nothing to be compared with.
+#[inline(always)]
+fn distinct_keys(args: &Args, numkeys: usize) -> Result<()> {
+    if numkeys < 2 {
+        return Ok(());
+    }
+    if numkeys == 2 {
+        if args.arg(2)?.same_bytes(args.arg(3)?)? {
+            return Err(Error::DuplicateKey);
+        }
+        return Ok(());
+    }
+    let mut names: decide::Few<&[u8]> = decide::Few::new();
+    for i in 0..numkeys {
+        let key = args.bytes(2 + i)?;
+        if names.contains(&key) {
+            return Err(Error::DuplicateKey);
+        }
+        names.push(key);
+    }
+    Ok(())
+}
+
+/// `numkeys` (argument 1) as an integer ([`Args::integer`]). One digit, as
+/// nearly every call sends, is read from the argument's bytes: the server's
+/// integer parser reads a lone `0`–`9` as that digit, and the bytes cost
+/// the server less than its parse.
+#[inline(always)]
+fn numkeys(args: &Args) -> Result<i64> {
+    if let [digit @ b'0'..=b'9'] = args.bytes(1)? {
+        return Ok(i64::from(digit - b'0'));
+    }
+    args.integer(1, "numkeys")
 }
 
 fn is_option(word: &[u8]) -> bool {

@@ -42,6 +42,15 @@ impl<'a> Arg<'a> {
         string_bytes(self.as_ptr())
     }
 
+    /// Whether this argument's bytes equal `other`'s, compared by the server
+    /// (`RedisModule_StringCompare`: one call, neither string's bytes
+    /// handed to the module).
+    pub fn same_bytes(self, other: Arg) -> Result<bool> {
+        let compare = api!(RedisModule_StringCompare);
+        // SAFETY: two live argument strings of the current call.
+        Ok(unsafe { compare(self.as_ptr(), other.as_ptr()) } == 0)
+    }
+
     /// The argument as a signed 64-bit integer, as Redis parses its own;
     /// `None` when it is not one.
     pub fn to_i64(self) -> Result<Option<i64>> {

@@ -18,6 +18,7 @@ use smallvec::SmallVec;
 use super::{propagate, settings, Answer};
 
 mod lease;
+mod planning;
 mod sorted_set;
 mod storage;
 mod write;
@@ -41,6 +42,7 @@ use crate::server::string::{Arg, OwnedString};
 use crate::server::{clock_us, Ctx};
 use crate::time::{ceil_ms, STATE_HORIZON_US};
 use lease::plan_lease;
+use planning::{plan, plan_into, Every, Put, Seen};
 use sorted_set::plan_log;
 use storage::{plan_string, Buckets, Fixed};
 use write::{
@@ -129,29 +131,47 @@ pub fn rule<'a>(
 /// binding limit's decision and its 1-based position (`Answer::position`): when limited, the
 /// refusing limit with the longest `retry_after` ("never" counts longest);
 /// otherwise the one with the fewest `remaining` (the first on ties).
-/// `planned` is left with each limit's plan, in order.
+/// Before it answers (not on an error), `finish`, if any, is given the
+/// answer and each limit's plan, in order (`RL.ALL`'s `WITHLIMITS` and its
+/// policies' statistics): the answer is built once, where the caller
+/// returns it.
 pub fn all<'a>(
     ctx: Ctx,
     limits: &[CallLimit<'a>],
     options: &Options,
-    planned: &mut Few<Planned<'a>>,
+    finish: Option<impl FnOnce(&mut Answer, &[Planned<'a>])>,
 ) -> Result<Answer> {
     check_budget(limits.iter().map(|(_, limit, _, _)| limit), options.op)?;
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
-    planned.clear();
-    // What the reply needs from all the limits, gathered as they are planned.
-    let (mut shadows, mut blocked, mut shadow_limited, mut soft_over) = (0, false, false, false);
+    let mut planned: Few<Planned<'a>> = Few::new();
+    // Each plan pushed where it is built (a string's; others as their
+    // single commands plan them).
+    let mut every = Every {
+        keys: &mut keys,
+        planned: &mut planned,
+        seen: Seen::default(),
+    };
     for (name, limit, modes, lease) in limits {
-        let (key, p) = plan(ctx, *name, limit, modes, *lease, now_us, options)?;
-        shadows += usize::from(p.shadow);
-        blocked |= p.blocked;
-        shadow_limited |= p.shadow_limited;
-        soft_over |= p.soft_over;
-        // The plan first: moved once, straight from the result.
-        planned.push(p);
-        keys.push(key);
+        if matches!(
+            limit,
+            Limit::BucketWindow(_) | Limit::SlidingLog(_) | Limit::Concurrency(_)
+        ) {
+            // Planned as its single command plans it (see plan_string_key).
+            let (key, p) = plan(ctx, *name, limit, modes, *lease, now_us, options)?;
+            every.put(key, p);
+        } else {
+            plan_into(
+                ctx, *name, limit, modes, *lease, now_us, options, &mut every,
+            )?;
+        }
     }
+    let Seen {
+        shadows,
+        blocked,
+        shadow_limited,
+        soft_over,
+    } = every.seen;
     // A shadow limit never refuses, nor binds: the binding limit is among
     // the others (among all when every limit is a shadow, or none is).
     // (`all::binding_among`, its decisions compared where they lie.)
@@ -172,6 +192,9 @@ pub fn all<'a>(
     answer.shadow_limited = shadow_limited;
     answer.soft_over = allowed && !options.peek && soft_over;
     if options.peek {
+        if let Some(finish) = finish {
+            finish(&mut answer, &planned);
+        }
         return Ok(answer);
     }
     // Allowed: every key takes its tokens. Refused: only the refusing
@@ -191,7 +214,7 @@ pub fn all<'a>(
             zset_effects.get_or_insert_with(Few::new).push((i, effect));
         }
     }
-    drop(keys); // closes every key
+    keys.clear(); // closes every key (in place: no move of the vector)
     let mut propagating = None;
     for (i, p) in planned.iter().enumerate() {
         if !applies(p) {
@@ -202,6 +225,9 @@ pub fn all<'a>(
         } else if let Some((_, effect)) = zset_effects.iter().flatten().find(|(j, _)| *j == i) {
             announce(ctx, p.name, effect, &mut propagating)?;
         }
+    }
+    if let Some(finish) = finish {
+        finish(&mut answer, &planned);
     }
     Ok(answer)
 }
@@ -245,6 +271,7 @@ fn longer(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 /// A planned limit with its policy's modes applied: the replied decision
 /// (`SOFT`: the nominal limit; `SHADOW`: allowed), and no write for a
 /// refusal a shadow limit only records.
+#[inline(always)]
 fn planned<'a>(
     name: Arg<'a>,
     modes: &Modes,
@@ -281,80 +308,8 @@ fn planned<'a>(
     }
 }
 
-fn plan<'a>(
-    ctx: Ctx,
-    name: Arg<'a>,
-    limit: &Limit,
-    modes: &Modes,
-    lease: Option<Lease<'a>>,
-    now_us: i64,
-    options: &Options,
-) -> Result<(Key<'a>, Planned<'a>)> {
-    let key = Key::open(ctx, name)?;
-    let mut at = At {
-        now_us,
-        options,
-        modes,
-        fresh: false,
-    };
-    match plan_key(ctx, key, name, limit, lease, &at) {
-        // Under a policy, another algorithm's state (or variant's) reads as
-        // no key; anything the module did not write keeps its error.
-        Err(e) if modes.policy && e.is_state_mismatch() => {
-            let key = Key::open(ctx, name)?;
-            if !holds_limiter_state(ctx, &key, now_us)? {
-                return Err(e);
-            }
-            at.fresh = true;
-            let (key, mut p) = plan_key(ctx, key, name, limit, lease, &at)?;
-            p.replace = true;
-            Ok((key, p))
-        }
-        planned => planned,
-    }
-}
-
-/// Whether `key` holds a state some command of the module wrote: a string
-/// state of any algorithm, or a sliding log.
-fn holds_limiter_state(ctx: Ctx, key: &Key, now_us: i64) -> Result<bool> {
-    Ok(match key.kind()? {
-        KeyKind::String => key.string()?.is_some_and(is_limiter_state),
-        KeyKind::SortedSet => {
-            ZsetLog::open(ctx, key, now_us).is_ok_and(|log| log.is_some())
-                || super::concurrency::holds_leases(ctx, key, now_us)
-        }
-        _ => false,
-    })
-}
-
-fn plan_key<'a>(
-    ctx: Ctx,
-    key: Key<'a>,
-    name: Arg<'a>,
-    limit: &Limit,
-    lease: Option<Lease<'a>>,
-    at: &At,
-) -> Result<(Key<'a>, Planned<'a>)> {
-    match limit {
-        Limit::Gcra(a) => plan_string(key, name, &Fixed(a), "RL.GCRA", at),
-        Limit::TokenBucket(a) => plan_string(key, name, &Fixed(a), "RL.TOKENBUCKET", at),
-        Limit::LeakyBucket(a) => plan_string(key, name, &Fixed(a), "RL.LEAKYBUCKET", at),
-        Limit::FixedWindow(a) => plan_string(key, name, &Fixed(a), "RL.FIXEDWINDOW", at),
-        Limit::SlidingWindow(a) => plan_string(key, name, &Fixed(a), "RL.SLIDINGWINDOW", at),
-        Limit::Throttle(a) => plan_string(key, name, &Fixed(a), "CL.THROTTLE", at),
-        Limit::BucketWindow(a) => plan_string(key, name, &Buckets(a), "RL.SLIDINGWINDOW", at),
-        Limit::SlidingLog(a) => plan_log(ctx, key, name, a, at),
-        Limit::Concurrency(a) => {
-            let lease = lease.ok_or(Error::Internal {
-                what: "a CONCURRENCY limit without its lease",
-            })?;
-            plan_lease(ctx, key, name, a, lease, at)
-        }
-    }
-}
-
 /// The instant of a call and how it decides.
-struct At<'o> {
+pub(super) struct At<'o> {
     now_us: i64,
     options: &'o Options,
     modes: &'o Modes,

@@ -274,13 +274,14 @@ fn refund_write<S, P>(write: RefundWrite<S>, pending: impl FnOnce(S) -> P) -> Op
 
 /// Plans a limiter whose state is one string: reads it (and its block),
 /// runs the plan, and turns its change into the write.
-pub(super) fn plan_string<'a, L: StringState>(
+pub(super) fn plan_string<'a, L: StringState, P: Put<'a>>(
     key: Key<'a>,
     name: Arg<'a>,
     limiter: &L,
     command: &'static str,
     at: &At,
-) -> Result<(Key<'a>, Planned<'a>)> {
+    out: &mut P,
+) -> Result<P::Out> {
     let now_us = at.now_us;
     let invalid = Error::InvalidState { command };
     let stored = if at.fresh { None } else { key.string()? };
@@ -344,7 +345,7 @@ pub(super) fn plan_string<'a, L: StringState>(
             L::write_bytes(Some(until_us), inner_bytes, old_len, current_us)
         }
     };
-    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
+    Ok(out.put(key, planned(name, at.modes, p.decision, p.blocked, write)))
 }
 
 /// A bucketed sliding window's value behind a block until `block_until_us`
