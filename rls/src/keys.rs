@@ -51,7 +51,8 @@ pub fn key(
 }
 
 /// The Redis Cluster slot of a key (CRC16 of its hash tag, or of the whole
-/// key, modulo 16384), as the server computes it.
+/// key, modulo 16384), as the server (and the redis crate, with the same
+/// `crc16` crate) computes it.
 pub fn slot(key: &[u8]) -> u16 {
     let hashed = match key.iter().position(|&b| b == b'{') {
         Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
@@ -60,23 +61,7 @@ pub fn slot(key: &[u8]) -> u16 {
         },
         None => key,
     };
-    crc16(hashed) % 16384
-}
-
-/// CRC16-CCITT (XMODEM), Redis Cluster's key hash.
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    crc16::State::<crc16::XMODEM>::calculate(hashed) % 16384
 }
 
 #[cfg(test)]
