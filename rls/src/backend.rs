@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-use tokio::sync::Mutex;
+use tokio::sync::OnceCell;
 
 /// Why a Redis call gave no answer.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +55,7 @@ enum Kind {
 
 struct Cluster {
     client: redis::cluster::ClusterClient,
-    connection: Mutex<Option<ClusterConnection>>,
+    connection: OnceCell<ClusterConnection>,
 }
 
 impl Backend {
@@ -74,7 +74,7 @@ impl Backend {
                 .build()?;
             Kind::Cluster(Box::new(Cluster {
                 client,
-                connection: Mutex::new(None),
+                connection: OnceCell::new(),
             }))
         } else {
             let client = redis::Client::open(url)?;
@@ -169,17 +169,11 @@ impl Backend {
                 Ok(cmd.query_async(&mut con).await?)
             }
             Kind::Cluster(cluster) => {
-                let mut con = {
-                    let mut guard = cluster.connection.lock().await;
-                    match guard.as_ref() {
-                        Some(con) => con.clone(),
-                        None => {
-                            let con = cluster.client.get_async_connection().await?;
-                            *guard = Some(con.clone());
-                            con
-                        }
-                    }
-                };
+                let mut con = cluster
+                    .connection
+                    .get_or_try_init(|| cluster.client.get_async_connection())
+                    .await?
+                    .clone();
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
                     Route::new(slot, SlotAddr::Master),
                 ));
