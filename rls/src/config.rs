@@ -225,7 +225,7 @@ impl Config {
     pub fn from_yaml(files: &[(String, String)]) -> Result<Config, ConfigError> {
         let mut config = Config::default();
         for (file, text) in files {
-            let root: YamlRoot = serde_yaml::from_str(text)
+            let root: YamlRoot = serde_yaml_ng::from_str(text)
                 .map_err(|e| error(file, format!("error loading config file: {e}")))?;
             if root.domain.is_empty() {
                 return Err(error(file, "config file cannot have empty domain"));

@@ -37,7 +37,7 @@ pub(super) struct YamlDescriptor {
     /// Envoy returns it as dynamic metadata; accepted and not used here.
     #[serde(default)]
     #[allow(dead_code)]
-    metadata: Option<serde_yaml::Value>,
+    metadata: Option<serde_yaml_ng::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -72,11 +72,11 @@ pub(super) struct YamlReplaces {
 /// does for a string field: `value: 123`), and `~` as empty.
 pub(super) fn scalar<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     use serde::de::Error;
-    match serde_yaml::Value::deserialize(d)? {
-        serde_yaml::Value::Null => Ok(String::new()),
-        serde_yaml::Value::String(s) => Ok(s),
-        serde_yaml::Value::Number(n) => Ok(n.to_string()),
-        serde_yaml::Value::Bool(b) => Ok(b.to_string()),
+    match serde_yaml_ng::Value::deserialize(d)? {
+        serde_yaml_ng::Value::Null => Ok(String::new()),
+        serde_yaml_ng::Value::String(s) => Ok(s),
+        serde_yaml_ng::Value::Number(n) => Ok(n.to_string()),
+        serde_yaml_ng::Value::Bool(b) => Ok(b.to_string()),
         other => Err(D::Error::custom(format!(
             "expected a string, found {other:?}"
         ))),
