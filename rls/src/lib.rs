@@ -139,12 +139,12 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         }
     });
     let http = tokio::spawn(http::serve(http_listener, shared.clone()));
-    let reload = tokio::spawn(reload::watch(
+    let reload = reload::spawn(
         settings.config.clone(),
         Duration::from_millis(settings.reload_interval_ms.max(10)),
         shared.clone(),
         files,
-    ));
+    );
     tracing::info!(grpc = %grpc_addr, http = %http_addr, "serving");
     Ok(Running {
         grpc_addr,

@@ -68,7 +68,8 @@ pub struct Settings {
     #[arg(long, env = "RLS_HASH_TAG_KEYS", value_delimiter = ',')]
     pub hash_tag_keys: Vec<String>,
 
-    /// How often the configuration is checked for changes, in ms.
+    /// The configuration is watched for changes (inotify); where the system
+    /// cannot watch it, it is read again at this interval, in ms.
     #[arg(long, env = "RLS_RELOAD_INTERVAL_MS", default_value_t = 1000)]
     pub reload_interval_ms: u64,
 
