@@ -12,7 +12,6 @@ pub mod service;
 pub mod settings;
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -103,10 +102,7 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         global_shadow_mode: settings.global_shadow_mode,
         response_headers: settings.response_headers,
     });
-    shared
-        .metrics
-        .config_load_success
-        .fetch_add(1, Ordering::Relaxed);
+    shared.metrics.config_load_success.increment(1);
 
     let grpc_listener = TcpListener::bind(settings.grpc_addr).await?;
     let grpc_addr = grpc_listener.local_addr()?;

@@ -1,14 +1,18 @@
-//! Counters, rendered in the Prometheus text format with envoyproxy/ratelimit's
-//! names: `ratelimit_service_rate_limit_<stat>{domain, key1, key2, …}` with
+//! Counters, rendered in the Prometheus text format by `metrics` and
+//! `metrics-exporter-prometheus`, with envoyproxy/ratelimit's names:
+//! `ratelimit_service_rate_limit_<stat>{domain, key1, key2, …}` with
 //! `<stat>` one of total_hits, over_limit, near_limit, within_limit,
 //! shadow_mode (envoy's default statsd → Prometheus mapping).
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// One rule's counters (in hits: a request of `hits_addend` n counts n).
+use metrics::{Counter, Key, Label, Level, Metadata, Recorder};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+
+static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
+
+/// One rule's counter values (in hits: a request of `hits_addend` n counts n).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RuleCounts {
     pub total_hits: u64,
@@ -18,115 +22,191 @@ pub struct RuleCounts {
     pub shadow_mode: u64,
 }
 
+/// One rule's counters.
+struct RuleStats {
+    total_hits: Counter,
+    over_limit: Counter,
+    near_limit: Counter,
+    within_limit: Counter,
+    shadow_mode: Counter,
+}
+
 /// Every counter of the service.
-#[derive(Debug, Default)]
 pub struct Metrics {
-    /// By stat key parts: domain, then one part per descriptor entry.
-    rules: Mutex<BTreeMap<Vec<String>, RuleCounts>>,
-    pub requests: AtomicU64,
-    pub redis_errors: AtomicU64,
-    pub redis_timeouts: AtomicU64,
-    pub service_errors: AtomicU64,
-    pub global_shadow_mode: AtomicU64,
-    pub config_load_success: AtomicU64,
-    pub config_load_error: AtomicU64,
-    pub failure_mode_answers: AtomicU64,
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    /// By stat key parts (domain, then one part per descriptor entry): the
+    /// rule's counters, registered on its first hit.
+    rules: Mutex<BTreeMap<Vec<String>, RuleStats>>,
+    /// `ratelimit_service_should_rate_limit_total`.
+    pub requests: Counter,
+    /// `ratelimit_service_should_rate_limit_redis_error`.
+    pub redis_errors: Counter,
+    /// `ratelimit_service_should_rate_limit_redis_timeout`.
+    pub redis_timeouts: Counter,
+    /// `ratelimit_service_should_rate_limit_service_error`.
+    pub service_errors: Counter,
+    /// `ratelimit_service_global_shadow_mode`.
+    pub global_shadow_mode: Counter,
+    /// `ratelimit_service_config_load_success`.
+    pub config_load_success: Counter,
+    /// `ratelimit_service_config_load_error`.
+    pub config_load_error: Counter,
+    /// `ratelimit_service_failure_mode_answers`.
+    pub failure_mode_answers: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
 }
 
 impl Metrics {
+    pub fn new() -> Metrics {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let counter =
+            |name: &'static str| recorder.register_counter(&Key::from_static_name(name), &METADATA);
+        let m = Metrics {
+            requests: counter("ratelimit_service_should_rate_limit_total"),
+            redis_errors: counter("ratelimit_service_should_rate_limit_redis_error"),
+            redis_timeouts: counter("ratelimit_service_should_rate_limit_redis_timeout"),
+            service_errors: counter("ratelimit_service_should_rate_limit_service_error"),
+            failure_mode_answers: counter("ratelimit_service_failure_mode_answers"),
+            global_shadow_mode: counter("ratelimit_service_global_shadow_mode"),
+            config_load_success: counter("ratelimit_service_config_load_success"),
+            config_load_error: counter("ratelimit_service_config_load_error"),
+            rules: Mutex::new(BTreeMap::new()),
+            recorder,
+            handle,
+        };
+        // Shown at 0 from the start.
+        for c in [
+            &m.requests,
+            &m.redis_errors,
+            &m.redis_timeouts,
+            &m.service_errors,
+            &m.failure_mode_answers,
+            &m.global_shadow_mode,
+            &m.config_load_success,
+            &m.config_load_error,
+        ] {
+            c.increment(0);
+        }
+        m
+    }
+
     /// Adds to a rule's counters.
     pub fn add(&self, stat_parts: &[String], counts: RuleCounts) {
         let mut rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = match rules.get_mut(stat_parts) {
-            Some(entry) => entry,
-            None => rules.entry(stat_parts.to_vec()).or_default(),
+        let stats = match rules.get(stat_parts) {
+            Some(stats) => stats,
+            None => rules
+                .entry(stat_parts.to_vec())
+                .or_insert_with(|| self.rule_stats(stat_parts)),
         };
-        entry.total_hits += counts.total_hits;
-        entry.over_limit += counts.over_limit;
-        entry.near_limit += counts.near_limit;
-        entry.within_limit += counts.within_limit;
-        entry.shadow_mode += counts.shadow_mode;
+        stats.total_hits.increment(counts.total_hits);
+        stats.over_limit.increment(counts.over_limit);
+        stats.near_limit.increment(counts.near_limit);
+        stats.within_limit.increment(counts.within_limit);
+        stats.shadow_mode.increment(counts.shadow_mode);
     }
 
-    /// A rule's counters by its stat key (`domain.key_value…`).
-    pub fn rule(&self, stat_key: &str) -> RuleCounts {
-        let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        rules
-            .iter()
-            .find(|(parts, _)| parts.join(".") == stat_key)
-            .map(|(_, c)| *c)
-            .unwrap_or_default()
+    /// Registers a rule's counters: labels `domain`, then `key1`, `key2`, …
+    /// one per level.
+    fn rule_stats(&self, parts: &[String]) -> RuleStats {
+        let labels: Vec<Label> = labels(parts)
+            .into_iter()
+            .map(|(k, v)| Label::new(k, v))
+            .collect();
+        let counter = |stat: &'static str| {
+            self.recorder
+                .register_counter(&Key::from_parts(stat, labels.clone()), &METADATA)
+        };
+        RuleStats {
+            total_hits: counter("ratelimit_service_rate_limit_total_hits"),
+            over_limit: counter("ratelimit_service_rate_limit_over_limit"),
+            near_limit: counter("ratelimit_service_rate_limit_near_limit"),
+            within_limit: counter("ratelimit_service_rate_limit_within_limit"),
+            shadow_mode: counter("ratelimit_service_rate_limit_shadow_mode"),
+        }
     }
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-        type Field = fn(&RuleCounts) -> u64;
-        let stats: [(&str, Field); 5] = [
-            ("total_hits", |c| c.total_hits),
-            ("over_limit", |c| c.over_limit),
-            ("near_limit", |c| c.near_limit),
-            ("within_limit", |c| c.within_limit),
-            ("shadow_mode", |c| c.shadow_mode),
-        ];
-        for (stat, field) in stats {
-            let _ = writeln!(out, "# TYPE ratelimit_service_rate_limit_{stat} counter");
-            for (parts, counts) in rules.iter() {
-                let _ = write!(out, "ratelimit_service_rate_limit_{stat}{{");
-                for (i, part) in parts.iter().enumerate() {
-                    let name = if i == 0 {
-                        "domain".to_string()
-                    } else {
-                        format!("key{i}")
-                    };
-                    let sep = if i == 0 { "" } else { "," };
-                    let _ = write!(out, "{sep}{name}=\"{}\"", escape(part));
-                }
-                let _ = writeln!(out, "}} {}", field(counts));
-            }
+        self.handle.render()
+    }
+
+    /// A counter's value by name and labels, read from [`Metrics::render`]
+    /// (tests and benchmarks); 0 when absent.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        let mut series = name.to_string();
+        if !labels.is_empty() {
+            let inner: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                .collect();
+            series = format!("{series}{{{}}}", inner.join(","));
         }
-        drop(rules);
-        let plain = [
-            ("ratelimit_service_should_rate_limit_total", &self.requests),
-            (
-                "ratelimit_service_should_rate_limit_redis_error",
-                &self.redis_errors,
-            ),
-            (
-                "ratelimit_service_should_rate_limit_redis_timeout",
-                &self.redis_timeouts,
-            ),
-            (
-                "ratelimit_service_should_rate_limit_service_error",
-                &self.service_errors,
-            ),
-            (
-                "ratelimit_service_failure_mode_answers",
-                &self.failure_mode_answers,
-            ),
-            (
-                "ratelimit_service_global_shadow_mode",
-                &self.global_shadow_mode,
-            ),
-            (
-                "ratelimit_service_config_load_success",
-                &self.config_load_success,
-            ),
-            (
-                "ratelimit_service_config_load_error",
-                &self.config_load_error,
-            ),
-        ];
-        for (name, value) in plain {
-            let _ = writeln!(out, "# TYPE {name} counter");
-            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        self.render()
+            .lines()
+            .find_map(|l| l.strip_prefix(&series)?.strip_prefix(' '))
+            .and_then(|v| {
+                let v = v.trim();
+                v.parse::<u64>()
+                    .ok()
+                    .or_else(|| v.parse::<f64>().ok().map(|f| f as u64))
+            })
+            .unwrap_or(0)
+    }
+
+    /// A rule's counters by its stat key (`domain.key_value…`).
+    pub fn rule(&self, stat_key: &str) -> RuleCounts {
+        let parts = {
+            let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+            rules
+                .keys()
+                .find(|parts| parts.join(".") == stat_key)
+                .cloned()
+        };
+        let Some(parts) = parts else {
+            return RuleCounts::default();
+        };
+        let labels = labels(&parts);
+        let labels: Vec<(&str, &str)> = labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let stat = |s: &str| self.value(&format!("ratelimit_service_rate_limit_{s}"), &labels);
+        RuleCounts {
+            total_hits: stat("total_hits"),
+            over_limit: stat("over_limit"),
+            near_limit: stat("near_limit"),
+            within_limit: stat("within_limit"),
+            shadow_mode: stat("shadow_mode"),
         }
-        out
     }
 }
 
-/// A Prometheus label value: `\`, `"` and newlines escaped.
+/// A rule's labels: `domain`, then `key1`, `key2`, … one per level.
+fn labels(parts: &[String]) -> Vec<(String, String)> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let name = if i == 0 {
+                "domain".to_string()
+            } else {
+                format!("key{i}")
+            };
+            (name, part.clone())
+        })
+        .collect()
+}
+
+/// A Prometheus label value as the exporter writes it: `\`, `"` and
+/// newlines escaped.
 fn escape(value: &str) -> String {
     value
         .replace('\\', "\\\\")

@@ -6,7 +6,6 @@
 //! and the error is logged (once per bad version) and counted.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,10 +110,7 @@ fn reload(path: &Path, shared: &Shared, last: &mut Vec<(String, String)>) {
         Err(e) => {
             if !last.is_empty() {
                 tracing::error!(error = %e, "config reload failed; keeping the current configuration");
-                shared
-                    .metrics
-                    .config_load_error
-                    .fetch_add(1, Ordering::Relaxed);
+                shared.metrics.config_load_error.increment(1);
                 last.clear();
             }
             return;
@@ -127,17 +123,11 @@ fn reload(path: &Path, shared: &Shared, last: &mut Vec<(String, String)>) {
         Ok(config) => {
             let rules = config.rules().len();
             *shared.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);
-            shared
-                .metrics
-                .config_load_success
-                .fetch_add(1, Ordering::Relaxed);
+            shared.metrics.config_load_success.increment(1);
             tracing::info!(path = %path.display(), rules, "configuration reloaded");
         }
         Err(e) => {
-            shared
-                .metrics
-                .config_load_error
-                .fetch_add(1, Ordering::Relaxed);
+            shared.metrics.config_load_error.increment(1);
             tracing::error!(error = %e, "config reload failed; keeping the current configuration");
         }
     }

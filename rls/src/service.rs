@@ -7,7 +7,6 @@
 //! the limits (see [`plan`]): different Redis Cluster slots, different
 //! `hits_addend`s, shadow-mode rules.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
@@ -86,22 +85,16 @@ impl RateLimitService for Service {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let shared = &self.shared;
-        shared.metrics.requests.fetch_add(1, Ordering::Relaxed);
+        shared.metrics.requests.increment(1);
         let request = request.into_inner();
         if request.domain.is_empty() {
-            shared
-                .metrics
-                .service_errors
-                .fetch_add(1, Ordering::Relaxed);
+            shared.metrics.service_errors.increment(1);
             return Err(Status::invalid_argument(
                 "rate limit domain must not be empty",
             ));
         }
         if request.descriptors.is_empty() {
-            shared
-                .metrics
-                .service_errors
-                .fetch_add(1, Ordering::Relaxed);
+            shared.metrics.service_errors.increment(1);
             return Err(Status::invalid_argument(
                 "rate limit descriptor list must not be empty",
             ));
@@ -235,16 +228,10 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
         Ok(denied) => denied,
         Err(e) => {
             match e {
-                BackendError::Timeout(_) => shared
-                    .metrics
-                    .redis_timeouts
-                    .fetch_add(1, Ordering::Relaxed),
-                _ => shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed),
+                BackendError::Timeout(_) => shared.metrics.redis_timeouts.increment(1),
+                _ => shared.metrics.redis_errors.increment(1),
             };
-            shared
-                .metrics
-                .failure_mode_answers
-                .fetch_add(1, Ordering::Relaxed);
+            shared.metrics.failure_mode_answers.increment(1);
             tracing::warn!(error = %e, domain, failure_mode = ?shared.failure_mode, "redis failed; answering the failure mode");
             let code = match shared.failure_mode {
                 FailureMode::Open => Code::Ok,
@@ -334,10 +321,7 @@ pub async fn decide(shared: &Shared, request: &RateLimitRequest) -> RateLimitRes
     }
     let mut overall = if denied { Code::OverLimit } else { Code::Ok };
     if overall == Code::OverLimit && shared.global_shadow_mode {
-        shared
-            .metrics
-            .global_shadow_mode
-            .fetch_add(1, Ordering::Relaxed);
+        shared.metrics.global_shadow_mode.increment(1);
         overall = Code::Ok;
     }
     if shared.response_headers {

@@ -456,8 +456,7 @@ async fn hot_reload_and_a_bad_file_keeps_the_old_config() {
         .running
         .shared
         .metrics
-        .config_load_error
-        .load(std::sync::atomic::Ordering::Relaxed)
+        .value("ratelimit_service_config_load_error", &[])
         == 0
     {
         assert!(Instant::now() < deadline, "the bad file was not noticed");
@@ -521,7 +520,7 @@ async fn redis_down_or_hung_answers_the_failure_mode_within_the_timeout() {
             assert!(took < Duration::from_secs(1), "{mode}: took {took:?}");
         }
         let m = &rls.running.shared.metrics;
-        assert!(m.redis_timeouts.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+        assert!(m.value("ratelimit_service_should_rate_limit_redis_timeout", &[]) >= 3);
     }
     held.abort();
 }

@@ -423,8 +423,7 @@ fn failures(running: &ratelimit_rls::Running) -> u64 {
     running
         .shared
         .metrics
-        .failure_mode_answers
-        .load(std::sync::atomic::Ordering::Relaxed)
+        .value("ratelimit_service_failure_mode_answers", &[])
 }
 
 /// A request of 3 descriptors for `user`.
