@@ -141,12 +141,24 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
         shared.clone(),
         files,
     );
+    // Response times are drained into their histogram every few seconds,
+    // scraped or not.
+    let upkeep = tokio::spawn({
+        let shared = shared.clone();
+        async move {
+            let mut ticker = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                ticker.tick().await;
+                shared.metrics.run_upkeep();
+            }
+        }
+    });
     tracing::info!(grpc = %grpc_addr, http = %http_addr, "serving");
     Ok(Running {
         grpc_addr,
         http_addr,
         shared,
         stop: Some(stop),
-        tasks: vec![grpc, http, reload],
+        tasks: vec![grpc, http, reload, upkeep],
     })
 }

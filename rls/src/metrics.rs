@@ -2,13 +2,25 @@
 //! `metrics-exporter-prometheus`, with envoyproxy/ratelimit's names:
 //! `ratelimit_service_rate_limit_<stat>{domain, key1, key2, …}` with
 //! `<stat>` one of total_hits, over_limit, near_limit, within_limit,
-//! shadow_mode (envoy's default statsd → Prometheus mapping).
+//! shadow_mode (envoy's default statsd → Prometheus mapping); and the
+//! histogram `ratelimit_service_response_time_seconds{grpc_method}` that
+//! envoy's dashboards read.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use metrics::{Counter, Key, Label, Level, Metadata, Recorder};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use metrics::{Counter, Histogram, Key, Label, Level, Metadata, Recorder};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+
+/// `ratelimit_service_response_time_seconds`'s buckets: the Prometheus
+/// client's defaults, as envoy's exporter uses them.
+const RESPONSE_TIME_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+const RESPONSE_TIME: &str = "ratelimit_service_response_time_seconds";
 
 static METADATA: Metadata<'static> = Metadata::new(module_path!(), Level::INFO, None);
 
@@ -40,6 +52,9 @@ pub struct Metrics {
     rules: Mutex<BTreeMap<Vec<String>, RuleStats>>,
     /// `ratelimit_service_should_rate_limit_total`.
     pub requests: Counter,
+    /// `ratelimit_service_response_time_seconds{grpc_method="ShouldRateLimit"}`:
+    /// each request's time in the service, in seconds.
+    pub response_time: Histogram,
     /// `ratelimit_service_should_rate_limit_redis_error`.
     pub redis_errors: Counter,
     /// `ratelimit_service_should_rate_limit_redis_timeout`.
@@ -64,12 +79,22 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let recorder = PrometheusBuilder::new().build_recorder();
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full(RESPONSE_TIME.into()), &RESPONSE_TIME_BUCKETS)
+            .map(PrometheusBuilder::build_recorder)
+            .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
         let handle = recorder.handle();
         let counter =
             |name: &'static str| recorder.register_counter(&Key::from_static_name(name), &METADATA);
         let m = Metrics {
             requests: counter("ratelimit_service_should_rate_limit_total"),
+            response_time: recorder.register_histogram(
+                &Key::from_parts(
+                    RESPONSE_TIME,
+                    vec![Label::new("grpc_method", "ShouldRateLimit")],
+                ),
+                &METADATA,
+            ),
             redis_errors: counter("ratelimit_service_should_rate_limit_redis_error"),
             redis_timeouts: counter("ratelimit_service_should_rate_limit_redis_timeout"),
             service_errors: counter("ratelimit_service_should_rate_limit_service_error"),
@@ -131,6 +156,13 @@ impl Metrics {
             within_limit: counter("ratelimit_service_rate_limit_within_limit"),
             shadow_mode: counter("ratelimit_service_rate_limit_shadow_mode"),
         }
+    }
+
+    /// Drains the response times recorded since the last call into the
+    /// histogram (call it every few seconds: unscraped samples are kept
+    /// until then).
+    pub fn run_upkeep(&self) {
+        self.handle.run_upkeep();
     }
 
     /// The Prometheus text exposition.
@@ -252,5 +284,21 @@ mod tests {
                 .within_limit,
             2
         );
+    }
+
+    #[test]
+    fn renders_the_response_time_histogram_in_seconds() {
+        let m = Metrics::default();
+        m.response_time.record(0.003);
+        m.response_time.record(0.2);
+        let text = m.render();
+        for line in [
+            "# TYPE ratelimit_service_response_time_seconds histogram",
+            "ratelimit_service_response_time_seconds_bucket{grpc_method=\"ShouldRateLimit\",le=\"0.005\"} 1",
+            "ratelimit_service_response_time_seconds_bucket{grpc_method=\"ShouldRateLimit\",le=\"0.25\"} 2",
+            "ratelimit_service_response_time_seconds_count{grpc_method=\"ShouldRateLimit\"} 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+        }
     }
 }

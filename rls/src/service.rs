@@ -8,6 +8,7 @@
 //! `hits_addend`s, shadow-mode rules.
 
 use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -85,23 +86,36 @@ impl RateLimitService for Service {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let shared = &self.shared;
+        let started = Instant::now();
         shared.metrics.requests.increment(1);
-        let request = request.into_inner();
-        if request.domain.is_empty() {
-            shared.metrics.service_errors.increment(1);
-            return Err(Status::invalid_argument(
-                "rate limit domain must not be empty",
-            ));
-        }
-        if request.descriptors.is_empty() {
-            shared.metrics.service_errors.increment(1);
-            return Err(Status::invalid_argument(
-                "rate limit descriptor list must not be empty",
-            ));
-        }
-        let response = decide(shared, &request).await;
-        Ok(Response::new(response))
+        let result = answer(shared, request.into_inner()).await;
+        shared
+            .metrics
+            .response_time
+            .record(started.elapsed().as_secs_f64());
+        result
     }
+}
+
+/// One request's answer: refused as invalid, or decided.
+async fn answer(
+    shared: &Shared,
+    request: RateLimitRequest,
+) -> Result<Response<RateLimitResponse>, Status> {
+    if request.domain.is_empty() {
+        shared.metrics.service_errors.increment(1);
+        return Err(Status::invalid_argument(
+            "rate limit domain must not be empty",
+        ));
+    }
+    if request.descriptors.is_empty() {
+        shared.metrics.service_errors.increment(1);
+        return Err(Status::invalid_argument(
+            "rate limit descriptor list must not be empty",
+        ));
+    }
+    let response = decide(shared, &request).await;
+    Ok(Response::new(response))
 }
 
 /// The hits each descriptor adds: its own `hits_addend` when set (0: check
