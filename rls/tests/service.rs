@@ -563,6 +563,10 @@ async fn metrics_health_and_ietf_headers() {
     ));
     let (code, body) = rls.http_get("/healthcheck").await;
     assert_eq!((code, body.as_str()), (200, "OK\n"));
+    // HEAD as GET without a body; unknown paths 404; other methods 405.
+    assert_eq!(rls.http("HEAD", "/metrics").await, (200, String::new()));
+    assert_eq!(rls.http_get("/nope").await.0, 404);
+    assert_eq!(rls.http("POST", "/metrics").await.0, 405);
     // gRPC health checking (grpc.health.v1), overall and for the service.
     let channel =
         tonic::transport::Channel::from_shared(format!("http://{}", rls.running.grpc_addr))

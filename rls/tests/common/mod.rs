@@ -176,12 +176,22 @@ impl Rls {
 
     /// `GET path` on the HTTP port: (status code, body).
     pub async fn http_get(&self, path: &str) -> (u16, String) {
+        self.http("GET", path).await
+    }
+
+    /// `method path` on the HTTP port, one request on its connection
+    /// (`connection: close`: the server keeps connections alive otherwise):
+    /// (status code, body).
+    pub async fn http(&self, method: &str, path: &str) -> (u16, String) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(self.running.http_addr)
             .await
             .unwrap();
         stream
-            .write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+            .write_all(
+                format!("{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
             .await
             .unwrap();
         let mut out = String::new();
