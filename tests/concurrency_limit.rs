@@ -174,19 +174,29 @@ fn a_dead_workers_slot_is_free_again_after_its_lease() {
     let server = Server::start();
     let lease_ms = 300u64;
     let lease = "0.3";
+    // Two slots: one held by a worker with a long lease, so that the key
+    // outlives the dead worker's lease and the acquire that frees its slot
+    // finds it expired (were the dead lease the set's last, the key would
+    // expire with it, and the server's expiry, not the call, remove it).
+    let mut keeper = server.connect();
+    let r = call(
+        &mut keeper,
+        &["RL.CONCURRENCY", "jobs", "2", "60", "ACQUIRE", "keeper"],
+    );
+    assert_eq!(r[0], 0);
     let before = Instant::now();
     {
         // A worker acquires, then dies: its connection goes, no release.
         let mut dying = server.connect();
         let r = call(
             &mut dying,
-            &["RL.CONCURRENCY", "jobs", "1", lease, "ACQUIRE", "dead"],
+            &["RL.CONCURRENCY", "jobs", "2", lease, "ACQUIRE", "dead"],
         );
         assert_eq!(r[0], 0);
     }
     let after = Instant::now();
     let mut con = server.connect();
-    let acquire = ["RL.CONCURRENCY", "jobs", "1", lease, "ACQUIRE", "alive"];
+    let acquire = ["RL.CONCURRENCY", "jobs", "2", lease, "ACQUIRE", "alive"];
     let r = call(&mut con, &acquire);
     assert_eq!(r[0], 1, "the dead worker's slot must still be held");
     assert!(
@@ -206,7 +216,7 @@ fn a_dead_workers_slot_is_free_again_after_its_lease() {
     // The acquire that found the dead lease expired removed it: counted.
     let stats: String = query(&mut con, &["INFO", "ratelimit"]).unwrap();
     assert!(
-        stats.contains("ratelimit_concurrency:acquired=2,renewed=0,refused="),
+        stats.contains("ratelimit_concurrency:acquired=3,renewed=0,refused="),
         "{stats}"
     );
     assert!(stats.contains(",released=0,expired=1"), "{stats}");
