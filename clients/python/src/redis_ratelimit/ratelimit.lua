@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 9
+local VERSION = 10
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -1312,34 +1312,37 @@ function apply_log_block(key, w)
 end
 
 -- A member of z's set that the module cannot have written.
-function e_zset_member(z)
-  e_foreign(z.key, z.kind.cmd, NOT_OURS_MEMBER)
+function e_zset_member(kind, z)
+  e_foreign(z.key, kind.cmd, NOT_OURS_MEMBER)
 end
 
 -- The sorted set of `key` at `now`, of `kind` (LOG_SET, LEASE_SET: the
--- command its errors name, its most entries, its member check): nil for no
--- key, else {key, kind, len,
--- newest, top (the newest entry's member), blocked}; errors for another
--- type, a set longer than any of its kind, a foreign newest entry, a newest
--- entry or block beyond the horizon.
-function zset_open(kind, key, now)
+-- command its errors name, its most entries, its member checks), for the
+-- lease `id` (a lease set's; nil for a log): nil for no key, else {key, len,
+-- id, newest, member (a log's newest entry's integer), blocked}; errors for
+-- another type, a set longer than any of its kind, a foreign newest entry,
+-- a newest entry or block beyond the horizon.
+function zset_open(kind, key, now, id)
   local len = rpcall('ZCARD', key)
   if type(len) ~= 'number' then fail(E_WRONGTYPE) end
   if len == 0 then return nil end
   if len > kind.max_len then e_foreign(key, kind.cmd, NOT_OURS_TOO_LONG) end
   local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
-  local z = { key = key, kind = kind, len = len }
+  -- Built with its fields (not grown field by field: each growth rehashes).
+  local z = { key = key, len = len, id = id }
   local i = 1
   if top[1] == 'B' then i = 3 end
   local member = top[i]
   if member ~= nil then
     -- Never the block's B here (set members are unique).
     local score = tonumber(top[i + 1])
+    local read = kind.newest(member)
     if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
-        and kind.is_member(member)) then
+        and read ~= nil) then
       e_invalid(kind.cmd)
     end
-    z.newest, z.top = score_us(score), member
+    z.newest = score_us(score)
+    if read ~= true then z.member = read end
   end
   if i == 3 then
     z.blocked = score_us(tonumber(top[2]))
@@ -1360,9 +1363,9 @@ end
 -- old entries at least, kept as z.old for the removal an allowed call makes
 -- (z_old_members). A sliding log's old entries are those at its window's
 -- start or before, a lease set's those expired by now.
-function zset_count_after(z, old_max, at_most, want)
+function zset_count_after(kind, z, old_max, at_most, want)
   if z == nil then return 0 end
-  local is_member = z.kind.is_member
+  local is_member = kind.is_member
   if at_most < 0 then at_most = 0 end
   local fetch = at_most + 1
   if want and want > fetch then fetch = want end
@@ -1371,7 +1374,7 @@ function zset_count_after(z, old_max, at_most, want)
   local n = #old
   if n > at_most + 1 then n = at_most + 1 end
   for i = 1, n do
-    if not is_member(old[i]) then e_zset_member(z) end
+    if not is_member(old[i]) then e_zset_member(kind, z) end
   end
   if n <= at_most then
     local live = z.len - n
@@ -1386,7 +1389,7 @@ function zset_count_after(z, old_max, at_most, want)
     for i = 1, #got do
       local m = got[i]
       if m ~= 'B' then
-        if not is_member(m) then e_zset_member(z) end
+        if not is_member(m) then e_zset_member(kind, z) end
         live = live + 1
         if live >= at_most then break end
       end
@@ -1398,13 +1401,13 @@ end
 -- The first `n` (at most) of the old entries zset_count_after fetched,
 -- each checked: what an allowed call removes, read before any key of the
 -- call is written.
-function z_old_members(z, n)
+function z_old_members(kind, z, n)
   local fetched = z.old or {}
   if n > #fetched then n = #fetched end
   local members = {}
   for i = 1, n do
     local m = fetched[i]
-    if not z.kind.is_member(m) then e_zset_member(z) end
+    if not kind.is_member(m) then e_zset_member(kind, z) end
     members[i] = m
   end
   return members
@@ -1445,13 +1448,18 @@ end
 -- hold (twice the largest limit, and the block), its member check.
 local LOG_SET = {
   cmd = 'RL.SLIDINGLOG', max_len = 2 * SLIDING_LOG_HARD_MAX + 1, is_member = is_log_member,
+  -- The newest entry's member: its integer, nil if not the module's.
+  newest = function(member)
+    local id = to_int(member)
+    if id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX then return id end
+    return nil
+  end,
 }
 
 -- The log of `key` at `now` (zset_open), with `member`: the newest entry's
 -- integer member.
 local function log_open(key, now)
   local z = zset_open(LOG_SET, key, now)
-  if z and z.top then z.member = to_int(z.top) end
   return z
 end
 
@@ -1464,7 +1472,7 @@ local function log_nth_newest(z, k)
   for i = 1, #got, 2 do
     local m = got[i]
     if m ~= 'B' then
-      if not is_log_member(m) then e_zset_member(z) end
+      if not is_log_member(m) then e_zset_member(LOG_SET, z) end
       if seen == k then return score_us(tonumber(got[i + 1])) end
       seen = seen + 1
     end
@@ -1480,7 +1488,7 @@ function SLIDINGLOG.take(lim, z, now, cost)
   -- An allowed call (cost <= limit) removes up to cost + 128 stale entries.
   local removable = cost
   if removable > lim.limit then removable = lim.limit end
-  local live = zset_count_after(z, cutoff, lim.limit + 1, removable + STALE_REMOVED_PER_CALL)
+  local live = zset_count_after(LOG_SET, z, cutoff, lim.limit + 1, removable + STALE_REMOVED_PER_CALL)
   local reset = 0
   if newest and live > 0 then reset = newest + lim.w - now end
   local remaining = lim.limit - live
@@ -1508,7 +1516,7 @@ function SLIDINGLOG.refund(lim, z, now, tokens)
   local t = now
   if newest and newest > now then t = newest end
   local cutoff = t - lim.w
-  local live = zset_count_after(z, cutoff, lim.limit + 1)
+  local live = zset_count_after(LOG_SET, z, cutoff, lim.limit + 1)
   local remove = tokens
   if remove > live then remove = live end
   if remove < 0 then remove = 0 end
@@ -1547,9 +1555,11 @@ function SLIDINGLOG.plan(key, lim, at)
         if upd.expire > cap then upd.expire = cap end
         -- The stale entries it removes, read and checked now, before any
         -- key of the call is written.
-        local stale = {}
-        if z and not at.peek then stale = z_old_members(z, upd.remove_at_most) end
-        upd.stale = stale
+        if z and not at.peek then
+          upd.stale = z_old_members(LOG_SET, z, upd.remove_at_most)
+        else
+          upd.stale = {}
+        end
         write = upd
       end
     elseif at.block_us and z and d[4] then
@@ -1672,14 +1682,18 @@ end
 -- entries (twice the largest limit, and the block), its member check.
 local LEASE_SET = {
   cmd = 'RL.CONCURRENCY', max_len = 2 * CONCURRENCY_HARD_MAX + 1, is_member = is_lease_member,
+  -- The newest entry's member: true for a slot's, nil if not the module's.
+  newest = function(member)
+    if split_slot(member) ~= nil then return true end
+    return nil
+  end,
 }
 
 -- The leases of `key` at `now` for the lease `id` (zset_open): nil for no
 -- key, else with {id, held = {expires, slots} or nil, probed}.
 local function lease_open(key, id, now)
-  local z = zset_open(LEASE_SET, key, now)
+  local z = zset_open(LEASE_SET, key, now, id)
   if z == nil then return nil end
-  z.id = id
   -- The lease's slots: 1:id, 2:id, … while present; those sharing the
   -- first one's score are the lease.
   local probed, same = 0, true
@@ -1711,7 +1725,7 @@ local function lease_nth_newest_other(z, k)
     for i = 1, #got, 2 do
       local m = got[i]
       if m ~= 'B' then
-        if not is_lease_member(m) then e_zset_member(z) end
+        if not is_lease_member(m) then e_zset_member(LEASE_SET, z) end
         local _, id = split_slot(m)
         if own < z.probed and id == z.id then
           own = own + 1
@@ -1755,7 +1769,7 @@ function CONCURRENCY.decide(lim, z, now, op, n)
   if want > lim.limit then want = lim.limit end
   if op == 'RELEASE' then want = 0 end
   if op == 'RENEW' then want = held and held.slots or 0 end
-  local live = zset_count_after(z, now, lim.limit + own_live + 1, want + EXPIRED_REMOVED_PER_CALL)
+  local live = zset_count_after(LEASE_SET, z, now, lim.limit + own_live + 1, want + EXPIRED_REMOVED_PER_CALL)
   local others = live - own_live
   if others < 0 then others = 0 end
   local newest_other = lease_nth_newest_other(z, 0)
@@ -1818,7 +1832,7 @@ function CONCURRENCY.plan(key, lim, at)
   -- call is written.
   local removed = {}
   if z and not at.peek then
-    removed = z_old_members(z, upd.remove_at_most)
+    removed = z_old_members(LEASE_SET, z, upd.remove_at_most)
     for k = upd.slots + 1, z.probed do removed[#removed + 1] = dec(k) .. ':' .. id end
   end
   return d, { lease = true, removed = removed, slots = upd.slots, id = id,
