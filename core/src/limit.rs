@@ -9,7 +9,7 @@
 //! SLIDINGWINDOW limit window
 //! SLIDINGLOG    limit window
 //! CONCURRENCY   limit lease            (then ACQUIRE id | RENEW id | RELEASE id)
-//! options:      [TOKENS n | REFUND n] [PEEK] [BLOCK duration]
+//! options:      [TOKENS n | REFUND n] [FORCE] [PEEK] [BLOCK duration]
 //! ```
 //!
 //! Periods and windows are seconds (fractional allowed), converted to whole
@@ -173,10 +173,12 @@ impl<'a, W: Word<'a>> Args<'a, W> {
     }
 
     /// The options that may follow the parameters at `from`, in any order,
-    /// each at most once: `[TOKENS n | REFUND n] [PEEK] [BLOCK duration]`.
-    /// `TOKENS n` (default 1) is the cost of the request and `REFUND n` the
-    /// tokens given back, integers ≥ 1; `BLOCK` takes seconds, parsed like
-    /// periods. Anything else is [`Error::Syntax`].
+    /// each at most once: `[TOKENS n | REFUND n] [FORCE] [PEEK] [BLOCK
+    /// duration]`. `TOKENS n` (default 1) is the cost of the request and
+    /// `REFUND n` the tokens given back, integers ≥ 1; `FORCE` records the
+    /// cost whatever the limit says (never with `PEEK` or `REFUND`:
+    /// [`Error::ForceSyntax`]); `BLOCK` takes seconds, parsed like periods.
+    /// Anything else is [`Error::Syntax`].
     pub fn options(&self, from: usize) -> Result<Options> {
         self.options_with(from, |_, _| Ok(None))
     }
@@ -208,6 +210,9 @@ impl<'a, W: Word<'a>> Args<'a, W> {
             } else if is_keyword(word, b"PEEK") && !options.peek {
                 options.peek = true;
                 i += 1;
+            } else if is_keyword(word, b"FORCE") && !options.force {
+                options.force = true;
+                i += 1;
             } else if is_keyword(word, b"BLOCK") && !block_seen {
                 block_seen = true;
                 options.block_us = Some(self.seconds_as_us(i + 1, "BLOCK")?);
@@ -218,6 +223,9 @@ impl<'a, W: Word<'a>> Args<'a, W> {
                     _ => return Err(Error::Syntax),
                 }
             }
+        }
+        if options.force && (options.peek || matches!(options.op, Op::Refund(_))) {
+            return Err(Error::ForceSyntax);
         }
         Ok(options)
     }

@@ -117,7 +117,8 @@ impl FixedWindow {
 
     /// The window that counts at `now_us` for `state` (its start and count):
     /// the stored one while it is open (or when it lies ahead of now: the
-    /// clock stepped back), else a new one with nothing counted.
+    /// clock stepped back), else a new one with the stored window's debt
+    /// carried in (nothing, unless `FORCE` counted past the limit).
     ///
     /// Errors: [`Error::AlignMismatch`] for a state of the other alignment.
     fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
@@ -136,7 +137,8 @@ impl FixedWindow {
                 let current_start_us = window_start(now_us, self.window_us)?;
                 match state {
                     Some(s) if s.window_start_us == current_start_us => (current_start_us, s.count),
-                    _ => (current_start_us, 0),
+                    Some(s) => (current_start_us, self.carried(s, current_start_us)),
+                    None => (current_start_us, 0),
                 }
             }
             (Align::First, Some(s))
@@ -146,8 +148,40 @@ impl FixedWindow {
             {
                 (s.window_start_us, s.count)
             }
-            (Align::First, _) => (now_us, 0),
+            (Align::First, Some(s)) => {
+                // The window of the stored one's chain that holds now.
+                let windows = (now_us - s.window_start_us) / self.window_us; // ≥ 1
+                let start_us = s.window_start_us + windows * self.window_us; // ≤ now
+                match self.carried(s, start_us) {
+                    0 => (now_us, 0),
+                    debt => (start_us, debt),
+                }
+            }
+            (Align::First, None) => (now_us, 0),
         })
+    }
+
+    /// What the count `s` (its window over) still owes in the window starting
+    /// at `start_us`: each window that began since repaid `limit` tokens.
+    /// 0 for every count within the limit (a state without debt).
+    fn carried(&self, s: WindowCount, start_us: i64) -> i64 {
+        if s.count <= self.limit {
+            return 0;
+        }
+        let windows = ((start_us - s.window_start_us) / self.window_us).max(1);
+        let repaid = windows.saturating_mul(self.limit);
+        s.count.saturating_sub(repaid).max(0)
+    }
+
+    /// When a count of `count` tokens in the window starting at `start_us`
+    /// is repaid: the end of that window, or of a later one when the count
+    /// is past the limit (each window repays `limit`).
+    fn repaid_at(&self, start_us: i64, count: i64) -> Result<i64> {
+        let windows = crate::time::ceil_div(count.max(0), self.limit).max(1);
+        windows
+            .checked_mul(self.window_us)
+            .and_then(|d| start_us.checked_add(d))
+            .ok_or(Error::Overflow)
     }
 }
 
@@ -192,30 +226,38 @@ impl Algorithm for FixedWindow {
         let window_end_us = start_us
             .checked_add(self.window_us)
             .ok_or(Error::Overflow)?;
-        let to_end_us = sub(window_end_us, now_us)?;
-        let decision = |limited, count: i64, retry_after_us| Decision {
-            limited,
-            limit: self.limit,
-            remaining: (self.limit - count).max(0),
-            retry_after_us,
-            reset_after_us: if count > 0 { to_end_us } else { 0 },
+        let until = |at_us: i64| sub(at_us, now_us);
+        let decision = |limited, count: i64, retry_after_us| -> Result<Decision> {
+            Ok(Decision {
+                limited,
+                limit: self.limit,
+                remaining: (self.limit - count).max(0),
+                retry_after_us,
+                reset_after_us: if count > 0 {
+                    until(self.repaid_at(start_us, count)?)?
+                } else {
+                    0
+                },
+            })
         };
         if cost > self.limit {
             return Ok(Outcome {
-                decision: decision(true, count, None),
+                decision: decision(true, count, None)?,
                 update: None,
             });
         }
         let new_count = count.saturating_add(cost);
         if new_count > self.limit {
-            // The cost fits in a fresh window: retry when the next one starts.
+            // The cost fits in a later window: the next one, or the first
+            // whose debt (a count past the limit, FORCE's) leaves room.
+            let retry_at_us = self.repaid_at(start_us, new_count - self.limit)?;
             return Ok(Outcome {
-                decision: decision(true, count, Some(to_end_us)),
+                decision: decision(true, count, Some(until(retry_at_us)?))?,
                 update: None,
             });
         }
         Ok(Outcome {
-            decision: decision(false, new_count, None),
+            decision: decision(false, new_count, None)?,
             update: (cost > 0).then_some(Update {
                 state: WindowCount {
                     window_start_us: start_us,
@@ -226,6 +268,35 @@ impl Algorithm for FixedWindow {
             }),
         })
     }
+
+    /// The window counts `cost` past its limit (`FORCE`); the count beyond
+    /// the limit is carried into the next windows, each repaying `limit`,
+    /// and the key expires when it is all repaid.
+    fn charge(
+        &self,
+        state: Option<WindowCount>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<Update<WindowCount>> {
+        let (start_us, count) = self.counted(state, now_us)?;
+        let new_count = count.checked_add(cost.max(0)).ok_or(Error::ForceTooMuch {
+            why: crate::error::FORCE_PAST_HORIZON,
+        })?;
+        let expire_at_us =
+            self.repaid_at(start_us, new_count)
+                .map_err(|_| Error::ForceTooMuch {
+                    why: crate::error::FORCE_PAST_HORIZON,
+                })?;
+        Ok(Update {
+            state: WindowCount {
+                window_start_us: start_us,
+                count: new_count,
+                first: self.align == Align::First,
+            },
+            expire_at_us,
+        })
+    }
+
     /// The counted window's count drops by `tokens`, not below 0 (the key is
     /// deleted then). A stored window that is over counts nothing.
     fn refund(
@@ -238,26 +309,18 @@ impl Algorithm for FixedWindow {
             return refunded(self, None, now_us, RefundWrite::Nothing);
         };
         let (start_us, count) = self.counted(Some(s), now_us)?;
-        let count = if start_us == s.window_start_us {
-            count
-        } else {
-            0
-        };
         let new_count = count.saturating_sub(tokens.max(0)).max(0);
         if new_count == 0 {
             return refunded(self, None, now_us, RefundWrite::Delete);
         }
         let new_state = WindowCount {
+            window_start_us: start_us,
             count: new_count,
             ..s
         };
-        let expire_at_us = s
-            .window_start_us
-            .checked_add(self.window_us)
-            .ok_or(Error::Overflow)?;
         let write = RefundWrite::Set(Update {
             state: new_state,
-            expire_at_us,
+            expire_at_us: self.repaid_at(start_us, new_count)?,
         });
         refunded(self, Some(new_state), now_us, write)
     }

@@ -212,6 +212,23 @@ impl Algorithm for Gcra {
         });
         refunded(self, Some(new_tat_us), now_us, write)
     }
+
+    /// The TAT moves `cost`·T ahead whatever τ says (`FORCE`); the key
+    /// expires at the new TAT.
+    fn charge(&self, tat_us: Option<i64>, now_us: i64, cost: i64) -> Result<Update<i64>> {
+        let tat_us = tat_us.map_or(now_us, |t| t.max(now_us));
+        let new_tat_us = self
+            .emission_interval_us
+            .checked_mul(cost.max(0))
+            .and_then(|increment| tat_us.checked_add(increment))
+            .ok_or(Error::ForceTooMuch {
+                why: crate::error::FORCE_PAST_HORIZON,
+            })?;
+        Ok(Update {
+            state: new_tat_us,
+            expire_at_us: new_tat_us,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -256,6 +273,45 @@ mod tests {
         };
         let again = gcra.decide(Some(u.state), T0, 1).unwrap();
         assert_eq!(again.decision.remaining, before.decision.remaining + 1);
+    }
+
+    #[test]
+    fn a_forced_cost_moves_the_tat_past_the_tolerance() {
+        use crate::algorithm::table::run_forced;
+        // Limit 5, 10 per second: T = 100 ms, τ = 500 ms.
+        let gcra = Gcra::new(4, 10, S).unwrap();
+        run_forced(
+            &gcra,
+            &[
+                // It fits: an ordinary admission.
+                (0, 3, true, false, 2, None, 300 * MS),
+                // It does not: the TAT 800 ms ahead, 300 ms past τ; one
+                // more token is admitted when it is 400 ms ahead.
+                (0, 5, true, true, 0, Some(400 * MS), 800 * MS),
+                // Unforced calls are refused with that same retry…
+                (0, 1, false, true, 0, Some(400 * MS), 800 * MS),
+                (399 * MS, 1, false, true, 0, Some(MS), 401 * MS),
+                // … and admitted then, not a µs earlier.
+                (400 * MS, 1, false, false, 0, None, 500 * MS),
+                // A cost above the limit is recorded too.
+                (400 * MS, 6, true, true, 0, Some(700 * MS), 1_100 * MS),
+            ],
+        );
+        // Past the 366-day horizon: an error, nothing recorded.
+        let slow = Gcra::new(0, 1, crate::time::MAX_PERIOD_US).unwrap();
+        assert_eq!(
+            crate::algorithm::forced(&slow, None, T0, 2),
+            Err(Error::ForceTooMuch {
+                why: crate::error::FORCE_PAST_HORIZON
+            })
+        );
+        assert!(crate::algorithm::forced(&slow, None, T0, 1).is_ok());
+        assert_eq!(
+            crate::algorithm::forced(&gcra, None, T0, i64::MAX),
+            Err(Error::ForceTooMuch {
+                why: crate::error::FORCE_PAST_HORIZON
+            })
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ impl Op {
 }
 
 /// The options every `RL.*` command and `RL.ALL` accept:
-/// `[TOKENS n | REFUND n] [PEEK] [BLOCK duration]`.
+/// `[TOKENS n | REFUND n] [FORCE] [PEEK] [BLOCK duration]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     pub op: Op,
@@ -39,6 +39,9 @@ pub struct Options {
     pub peek: bool,
     /// `BLOCK duration`, in µs.
     pub block_us: Option<i64>,
+    /// `FORCE`: record `TOKENS n` whatever the limit says (past it: debt).
+    /// Never with `PEEK` nor `REFUND` (the parser refuses both).
+    pub force: bool,
 }
 
 impl Default for Options {
@@ -47,6 +50,7 @@ impl Default for Options {
             op: Op::Take(1),
             peek: false,
             block_us: None,
+            force: false,
         }
     }
 }
@@ -63,9 +67,10 @@ pub enum Change<T, R> {
     /// A refund's write (`refund`'s); a block in force
     /// ([`Plan::block_in_force_until_us`]) stays.
     Refund(R),
-    /// A refusal starts or extends a block until then (µs); the state is
-    /// kept as it is.
-    Block { until_us: i64 },
+    /// A refusal starts or extends a block until then (µs), or a block is
+    /// in force: the state is kept as it is, or with `FORCE` replaced by
+    /// `take` (the cost recorded past the limit) behind the block.
+    Block { until_us: i64, take: Option<T> },
 }
 
 /// The plan of one key: the decision as replied, and the change to write.
@@ -94,11 +99,20 @@ pub struct Plan<T, R> {
 /// ([`block::blocked_decision`]); a refused take with `BLOCK` on a stored
 /// key starts or extends the block, and is answered as one made during it.
 ///
+/// `FORCE` (`force`): `take` answers its update even when limited (the
+/// cost recorded past the limit). An overshoot is a
+/// refusal: with `BLOCK` it starts or extends the block, and the state in
+/// debt is written behind it; during a block in force the cost is recorded
+/// behind that block. Either way the reply is the block's ([`block::
+/// blocked_decision`]: the later of the two retries).
+///
 /// Errors: [`crate::error::Error::Overflow`] from the algorithm or the block
 /// arithmetic; nothing is written then.
 #[inline(always)] // once per storage; inlined, its plan is never copied
+#[allow(clippy::too_many_arguments)]
 pub fn plan<T, R>(
     op: Op,
+    force: bool,
     take: impl FnOnce(i64) -> Result<(Decision, Option<T>)>,
     refund: impl FnOnce(i64) -> Result<(Decision, Option<R>)>,
     stored: bool,
@@ -124,16 +138,33 @@ pub fn plan<T, R>(
                     change,
                 });
             }
+            // Limited: refused, or (FORCE) recorded past the limit or
+            // during a block, when `update` is the state in debt (an
+            // unforced update during a block is not written). A block goes
+            // beside a stored state, or the one FORCE writes.
+            let update = update.filter(|_| force);
             let extended = match block_us {
-                Some(block_us) if stored => block::extend(&decision, in_force, now_us, block_us)?,
+                Some(block_us) if stored || update.is_some() => {
+                    block::extend(&decision, in_force, now_us, block_us)?
+                }
                 _ => None,
             };
-            let (decision, change) = match extended {
-                Some(until_us) => (
+            let (decision, change) = match (extended, update) {
+                (Some(until_us), take) => (
                     block::blocked_decision(decision, until_us, now_us)?,
-                    Change::Block { until_us },
+                    Change::Block { until_us, take },
                 ),
-                None => (decision, Change::Nothing),
+                (None, Some(take)) => match in_force {
+                    Some(until_us) => (
+                        decision,
+                        Change::Block {
+                            until_us,
+                            take: Some(take),
+                        },
+                    ),
+                    None => (decision, Change::Take(take)),
+                },
+                (None, None) => (decision, Change::Nothing),
             };
             Ok(Plan {
                 decision,
@@ -182,6 +213,7 @@ mod tests {
         let update = (!decision.limited).then_some("new state");
         plan(
             Op::Take(1),
+            false,
             |_| Ok((decision, update)),
             |_| unreachable!("a take never refunds"),
             stored,
@@ -248,6 +280,7 @@ mod tests {
                 Some(60 * S),
                 Change::Block {
                     until_us: NOW + 60 * S,
+                    take: None,
                 },
                 true,
                 false,
@@ -272,6 +305,7 @@ mod tests {
                 Some(60 * S),
                 Change::Block {
                     until_us: NOW + 90 * S,
+                    take: None,
                 },
                 true,
                 true,
@@ -301,10 +335,127 @@ mod tests {
     }
 
     #[test]
+    fn a_forced_take_is_recorded_past_the_limit_and_under_any_block() {
+        let fits = d(false, 4, None, S);
+        let debt = d(true, 0, Some(S), 5 * S);
+        let long_debt = d(true, 0, Some(90 * S), 95 * S);
+        let forced = |decision: Decision, stored, blocked_until, block_us| -> P {
+            plan(
+                Op::Take(7),
+                true,
+                |cost| {
+                    assert_eq!(cost, 7);
+                    Ok((decision, Some("recorded")))
+                },
+                |_| unreachable!("a take never refunds"),
+                stored,
+                blocked_until,
+                NOW,
+                block_us,
+            )
+            .unwrap()
+        };
+        let block = |until_us| Change::Block {
+            until_us,
+            take: Some("recorded"),
+        };
+        // (decision, stored, stored block, BLOCK, change, limited, blocked, retry)
+        let cases: [Case; 7] = [
+            // It fits: an ordinary admission.
+            (
+                fits,
+                true,
+                None,
+                None,
+                Change::Take("recorded"),
+                false,
+                false,
+                None,
+            ),
+            // It does not: recorded all the same, the retry of one more.
+            (
+                debt,
+                true,
+                None,
+                None,
+                Change::Take("recorded"),
+                true,
+                false,
+                Some(S),
+            ),
+            // … on a missing key too, with BLOCK: the debt behind the block.
+            (
+                debt,
+                false,
+                None,
+                Some(60 * S),
+                block(NOW + 60 * S),
+                true,
+                false,
+                Some(60 * S),
+            ),
+            // The later of the two retries.
+            (
+                long_debt,
+                true,
+                None,
+                Some(60 * S),
+                block(NOW + 60 * S),
+                true,
+                false,
+                Some(90 * S),
+            ),
+            // During a block in force: recorded behind it, refused with it.
+            (
+                fits,
+                true,
+                Some(NOW + 10 * S),
+                None,
+                block(NOW + 10 * S),
+                true,
+                true,
+                Some(10 * S),
+            ),
+            // … and a BLOCK extends it.
+            (
+                debt,
+                true,
+                Some(NOW + 10 * S),
+                Some(60 * S),
+                block(NOW + 60 * S),
+                true,
+                true,
+                Some(60 * S),
+            ),
+            // A block that ended goes with the write.
+            (
+                debt,
+                true,
+                Some(NOW),
+                None,
+                Change::Take("recorded"),
+                true,
+                false,
+                Some(S),
+            ),
+        ];
+        for (i, (decision, stored, blocked_until, block_us, change, limited, blocked, retry)) in
+            cases.into_iter().enumerate()
+        {
+            let p = forced(decision, stored, blocked_until, block_us);
+            assert_eq!(p.change, change, "case {i}");
+            assert_eq!(p.decision.limited, limited, "case {i}");
+            assert_eq!(p.blocked, blocked, "case {i}");
+            assert_eq!(p.decision.retry_after_us, retry, "case {i}");
+        }
+    }
+
+    #[test]
     fn refunds_keep_the_block_in_force() {
         let full = d(false, 5, None, 0);
         let p: P = plan(
             Op::Refund(2),
+            false,
             |_| unreachable!("a refund never takes"),
             |tokens| {
                 assert_eq!(tokens, 2);
@@ -325,6 +476,7 @@ mod tests {
     fn errors_write_nothing() {
         let r: Result<P> = plan(
             Op::Take(1),
+            false,
             |_| Err(Error::Overflow),
             |_| unreachable!(),
             true,
@@ -337,6 +489,7 @@ mod tests {
         let refused = d(true, 0, Some(S), S);
         let r: Result<P> = plan(
             Op::Take(1),
+            false,
             |_| Ok((refused, None)),
             |_| unreachable!(),
             true,

@@ -219,6 +219,39 @@ impl Algorithm for SlidingWindow {
                 .ok_or(Error::Overflow)?,
         ))
     }
+    /// The current window counts `cost` past the limit (`FORCE`): the
+    /// estimate stays above the limit until the counts weigh less, at the
+    /// latest two windows on, when the key expires.
+    fn charge(
+        &self,
+        state: Option<WindowCounts>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<Update<WindowCounts>> {
+        let w = self.window_us;
+        // The windows as `decide` reads them.
+        let t = state.map_or(now_us, |s| s.window_start_us.max(now_us));
+        let start_us = window_start(t, w)?;
+        let (previous, current) = match state {
+            Some(s) if s.window_start_us == start_us => (s.previous, s.current),
+            Some(s) if Some(s.window_start_us) == start_us.checked_sub(w) => (s.current, 0),
+            _ => (0, 0),
+        };
+        let current = current.checked_add(cost.max(0)).ok_or(Error::Overflow)?;
+        let expire_at_us = w
+            .checked_mul(2)
+            .and_then(|d| start_us.checked_add(d))
+            .ok_or(Error::Overflow)?;
+        Ok(Update {
+            state: WindowCounts {
+                window_start_us: start_us,
+                previous,
+                current,
+            },
+            expire_at_us,
+        })
+    }
+
     /// The current window's count drops by `tokens`, not below 0; with both
     /// counts at 0 the limiter is full (the key is deleted).
     fn refund(
@@ -328,6 +361,23 @@ mod tests {
             RefundWrite::Delete
         );
         assert_eq!(sw.refund(None, T0, 1).unwrap().write, RefundWrite::Nothing);
+    }
+
+    #[test]
+    fn a_forced_count_past_the_limit_weighs_on_the_next_window() {
+        use crate::algorithm::table::run_forced;
+        run_forced(
+            &SlidingWindow::new(10, S).unwrap(),
+            &[
+                (0, 10, true, false, 0, None, 2 * S),
+                // 20 in this window: one more fits once they weigh 9, 55 %
+                // into the next one.
+                (0, 10, true, true, 0, Some(1_550 * MS), 2 * S),
+                (S, 1, false, true, 0, Some(550 * MS), S),
+                (1_549 * MS, 1, false, true, 0, Some(MS), 451 * MS),
+                (1_550 * MS, 1, false, false, 0, None, 1_450 * MS),
+            ],
+        );
     }
 
     #[test]
