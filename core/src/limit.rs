@@ -263,6 +263,10 @@ pub struct Modes {
     /// policy's algorithm changed, `RL.POLICY SET … RESET`) reads as no key,
     /// and a write replaces it.
     pub policy: bool,
+    /// `FORCE`: the call's, not a policy's (a single command's option, or
+    /// written after one limit of `RL.ALL`): record the cost whatever the
+    /// limit says ([`crate::algorithm::forced`]).
+    pub force: bool,
 }
 
 /// How `SOFT` scales a parameter of a limit.

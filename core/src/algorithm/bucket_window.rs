@@ -293,19 +293,15 @@ impl BucketWindow {
         })
     }
 
-    /// `FORCE`: decides `cost` tokens at `now_us` and records them whatever
-    /// the limit says (as [`super::forced`]): past the limit, the current
-    /// sub-window counts them; the reply is limited, `remaining` 0,
-    /// `retry_after` until one more token fits, `reset_after` until nothing
-    /// is counted (when the key expires).
+    /// `FORCE`, as [`super::forced`]: past the limit the current sub-window
+    /// counts the cost all the same (debt).
     ///
     /// Errors: [`Error::ForceTooMuch`] when a sub-window would count more
     /// than `u32::MAX` tokens; those of [`BucketWindow::decide`].
     ///
     /// ```
     /// use ratelimit_core::algorithm::bucket_window::BucketWindow;
-    /// // 2 per minute in 60 one-second counters: 5 forced at 00:10.
-    /// let bw = BucketWindow::new(2, 60_000_000, 60).unwrap();
+    /// let bw = BucketWindow::new(2, 60_000_000, 60).unwrap(); // 2 a minute
     /// let out = bw.force(None, 10_000_000, 5).unwrap();
     /// let d = out.decision;
     /// assert_eq!((d.limited, d.remaining), (true, 0));

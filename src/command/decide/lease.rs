@@ -42,6 +42,7 @@ pub(super) fn plan_lease<'a>(
     };
     let p = plan_change(
         op,
+        false, // RL.CONCURRENCY has no FORCE (refused when parsed)
         |cost| {
             let out = decide(lease.op, cost)?;
             Ok((out.decision, out.update))
@@ -111,7 +112,7 @@ pub(super) fn plan_lease<'a>(
                 expired_leases,
             }
         }
-        Change::Block { until_us } => block(&key, until_us, cap_us)?,
+        Change::Block { until_us, .. } => block(&key, until_us, cap_us)?,
     };
     Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
 }

@@ -70,6 +70,8 @@ pub struct Planned<'a> {
     pub shadow_limited: bool,
     /// A `SOFT` limit that admits it beyond its nominal limit.
     pub soft_over: bool,
+    /// A `FORCE` limit: its cost is recorded whatever the call decides.
+    forced: bool,
     /// What the call writes to this key when it is applied: the new state of
     /// an allowed request or a refund, or, when this limit refuses, the
     /// block `BLOCK` asked for (the two never both exist).
@@ -93,7 +95,11 @@ pub type CallLimit<'a> = (Arg<'a>, Limit, Modes, Option<Lease<'a>>);
 /// Decides one limiter: the whole life of a single command's call (as
 /// [`all`] with one limit, without its allocations).
 pub fn one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Answer> {
-    rule(ctx, name, limit, &Modes::default(), None, options)
+    let modes = Modes {
+        force: options.force,
+        ..Modes::default()
+    };
+    rule(ctx, name, limit, &modes, None, options)
 }
 
 /// [`one`] for a limit with a policy's [`Modes`] (`RL.LIMIT`).
@@ -105,7 +111,17 @@ pub fn rule<'a>(
     lease: Option<Lease<'a>>,
     options: &Options,
 ) -> Result<Answer> {
-    check_budget([limit], options.op)?;
+    let forced_modes;
+    let modes = if options.force && !modes.force {
+        forced_modes = Modes {
+            force: true,
+            ..*modes
+        };
+        &forced_modes
+    } else {
+        modes
+    };
+    check_budget([(limit, modes.force)], options.op)?;
     let (mut key, p) = plan(ctx, name, limit, modes, lease, clock_us(), options)?;
     let mut answer = Answer::new(p.decision, None, p.blocked, options);
     answer.shadow_limited = p.shadow_limited;
@@ -141,7 +157,12 @@ pub fn all<'a>(
     options: &Options,
     finish: Option<impl FnOnce(&mut Answer, &[Planned<'a>])>,
 ) -> Result<Answer> {
-    check_budget(limits.iter().map(|(_, limit, _, _)| limit), options.op)?;
+    check_budget(
+        limits
+            .iter()
+            .map(|(_, limit, modes, _)| (limit, modes.force)),
+        options.op,
+    )?;
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
     let mut planned: Few<Planned<'a>> = Few::new();
@@ -198,10 +219,14 @@ pub fn all<'a>(
         return Ok(answer);
     }
     // Allowed: every key takes its tokens. Refused: only the refusing
-    // limits write (their BLOCK, when asked for). A string's write is
-    // announced from the write itself; only a sorted set's effect (what its
-    // apply found) is kept until the keys are closed.
-    let applies = |p: &Planned| allowed || p.decision.limited;
+    // limits write (their BLOCK, when asked for). A forced limit always
+    // writes (the cost recorded, past its limit or not); the others take
+    // their tokens when none of them refuses (FORCE's overshoot refuses
+    // nothing but its own reply). A string's write is announced from the
+    // write itself; only a sorted set's effect (what its apply found) is
+    // kept until the keys are closed.
+    let others_allow = allowed || !planned.iter().any(|p| !p.forced && p.decision.limited);
+    let applies = |p: &Planned| p.forced || others_allow || p.decision.limited;
     let mut zset_effects: Option<Few<(usize, Effect)>> = None;
     for (i, (key, p)) in keys.iter_mut().zip(planned.iter()).enumerate() {
         if !applies(p) {
@@ -236,13 +261,17 @@ pub fn all<'a>(
 /// setting `sliding-log-call-budget` ([`SlidingLog::call_entries`], summed),
 /// before any key is opened: [`Error::OverBudget`]. Other limits count 0
 /// (their work is O(1); `RL.ALL` takes at most 64).
-pub fn check_budget<'l>(limits: impl IntoIterator<Item = &'l Limit>, op: Op) -> Result<()> {
+///
+/// A forced sliding log counts [`SlidingLog::forced_call_entries`]: a log
+/// in debt holds up to twice its limit in its window.
+pub fn check_budget<'l>(limits: impl IntoIterator<Item = (&'l Limit, bool)>, op: Op) -> Result<()> {
     let tokens = match op {
         Op::Take(n) | Op::Refund(n) => n,
     };
     let entries = limits
         .into_iter()
-        .map(|limit| match limit {
+        .map(|(limit, force)| match limit {
+            Limit::SlidingLog(log) if force => log.forced_call_entries(tokens),
             Limit::SlidingLog(log) => log.call_entries(tokens),
             // A lease set's walk is bounded as a log's.
             Limit::Concurrency(c) => c.limit() + tokens.clamp(0, c.limit()),
@@ -292,8 +321,11 @@ fn planned<'a>(
             shadow: true,
             shadow_limited: true,
             soft_over: false,
-            write: Write::Nothing,
+            // A forced cost is recorded all the same: the shadow limiter
+            // holds what an enforcing one would.
+            write: if modes.force { write } else { Write::Nothing },
             replace: false,
+            forced: modes.force,
         };
     }
     Planned {
@@ -305,6 +337,7 @@ fn planned<'a>(
         soft_over,
         write,
         replace: false,
+        forced: modes.force,
     }
 }
 

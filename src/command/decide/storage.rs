@@ -54,13 +54,14 @@ pub(super) trait StringState {
     /// How far after the call an expiry this limiter writes may lie
     /// ([`Algorithm::EXPIRY_HORIZON_US`]).
     fn expiry_horizon_us(&self) -> i64;
-    /// Decides a take: the decision and, when allowed, the new state with
-    /// its expiry.
+    /// Decides a take: the decision and, when allowed (or `force`d), the
+    /// new state with its expiry.
     fn take(
         &self,
         state: Option<&Self::State>,
         now_us: i64,
         cost: i64,
+        force: bool,
     ) -> Result<(Decision, Written<Self::Pending>)>;
     /// Decides a refund: the decision and its write (`Some(None)`: the
     /// limiter is full again, delete the key).
@@ -115,8 +116,13 @@ impl<A: Algorithm> StringState for Fixed<'_, A> {
         state: Option<&A::State>,
         now_us: i64,
         cost: i64,
+        force: bool,
     ) -> Result<(Decision, Written<A::State>)> {
-        let outcome = self.0.decide(state.copied(), now_us, cost)?;
+        let outcome = if force {
+            crate::algorithm::forced(self.0, state.copied(), now_us, cost)?
+        } else {
+            self.0.decide(state.copied(), now_us, cost)?
+        };
         let update = outcome.update.map(|u| (u.state, u.expire_at_us));
         Ok((outcome.decision, update))
     }
@@ -219,8 +225,13 @@ impl StringState for Buckets<'_> {
         state: Option<&Self::State>,
         now_us: i64,
         cost: i64,
+        force: bool,
     ) -> Result<(Decision, Written<Vec<u8>>)> {
-        let outcome = self.0.decide(state, now_us, cost)?;
+        let outcome = if force {
+            self.0.force(state, now_us, cost)?
+        } else {
+            self.0.decide(state, now_us, cost)?
+        };
         let update = outcome
             .update
             .map(|u| (Self::encode(u.state), u.expire_at_us));
@@ -313,9 +324,11 @@ pub(super) fn plan_string<'a, L: StringState, P: Put<'a>>(
     // Every expiry written is at most the horizon ahead: a cap that binds
     // only on a state whose times lie ahead (the clock stepped back).
     let cap_us = now_us.saturating_add(limiter.expiry_horizon_us());
+    let force = at.modes.force;
     let p = plan_change(
         at.options.op,
-        |cost| limiter.take(state.as_ref(), now_us, cost),
+        force,
+        |cost| limiter.take(state.as_ref(), now_us, cost, force),
         |tokens| limiter.refund(state.as_ref(), now_us, tokens),
         stored.is_some(),
         blocked_until_us,
@@ -337,7 +350,14 @@ pub(super) fn plan_string<'a, L: StringState, P: Put<'a>>(
             None => Write::Delete,
             Some(until) => L::write_bytes(Some(until), b"", old_len, until),
         },
-        Change::Block { until_us } => {
+        Change::Block {
+            until_us,
+            take: Some((state, expire_at_us)),
+        } => L::write_state(Some(until_us), &state, old_len, expire_at_us.min(cap_us)),
+        Change::Block {
+            until_us,
+            take: None,
+        } => {
             let current_us = key
                 .abs_expire_ms()?
                 .map_or(0, |ms| ms.saturating_mul(1_000))
