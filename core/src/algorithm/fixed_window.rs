@@ -20,6 +20,11 @@
 //! ahead of now), the stored window keeps counting: the limiter never admits
 //! more than `limit` per window.
 //!
+//! **Debt** (`FORCE`): a count written past the limit is stored with `:D`
+//! at the end (`<window_start_us>:<count>:D`); what exceeds the limit is
+//! carried into the next windows, each repaying `limit`, and the key
+//! expires when it is all repaid. A state without `:D` never carries.
+//!
 //! **`ALIGN FIRST`** ([`FixedWindow::first`]): a window starts at the first
 //! request that finds no open window and lasts `window` — the "time-bucketed"
 //! counter of the GCRA seed document (set the limit with an expiry at the
@@ -43,6 +48,11 @@ pub struct WindowCount {
     pub count: i64,
     /// Written with `ALIGN FIRST` (stored with an `F` in front).
     pub first: bool,
+    /// `count` is past the limit (`FORCE`'s debt, stored with `:D` at the
+    /// end): what exceeds the limit is carried into the next windows. Only
+    /// such a state carries: a count written within its limit never does,
+    /// whatever limit later calls give.
+    pub debt: bool,
 }
 
 /// Where windows start.
@@ -121,7 +131,15 @@ impl FixedWindow {
     /// carried in (nothing, unless `FORCE` counted past the limit).
     ///
     /// Errors: [`Error::AlignMismatch`] for a state of the other alignment.
-    fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
+    fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, bool)> {
+        let (start_us, count) = self.counted_window(state, now_us)?;
+        // In debt: a stored debt's own window, or a debt carried in.
+        let debt = state.is_some_and(|s| s.debt) && count > self.limit;
+        Ok((start_us, count, debt))
+    }
+
+    /// [`Self::counted`]'s window: its start and count.
+    fn counted_window(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
         let first = self.align == Align::First;
         if let Some(s) = state {
             if s.first != first {
@@ -165,7 +183,7 @@ impl FixedWindow {
     /// at `start_us`: each window that began since repaid `limit` tokens.
     /// 0 for every count within the limit (a state without debt).
     fn carried(&self, s: WindowCount, start_us: i64) -> i64 {
-        if s.count <= self.limit {
+        if !s.debt || s.count <= self.limit {
             return 0;
         }
         let windows = ((start_us - s.window_start_us) / self.window_us).max(1);
@@ -174,10 +192,16 @@ impl FixedWindow {
     }
 
     /// When a count of `count` tokens in the window starting at `start_us`
-    /// is repaid: the end of that window, or of a later one when the count
-    /// is past the limit (each window repays `limit`).
-    fn repaid_at(&self, start_us: i64, count: i64) -> Result<i64> {
-        let windows = crate::time::ceil_div(count.max(0), self.limit).max(1);
+    /// is repaid: the end of that window, or, in `debt`, of a later one
+    /// (each window repays `limit`; at most past the horizon, where a
+    /// foreign count would take longer).
+    fn repaid_at(&self, start_us: i64, count: i64, debt: bool) -> Result<i64> {
+        let most = crate::time::MAX_PERIOD_US / self.window_us + 2;
+        let windows = if debt {
+            crate::time::ceil_div(count.max(0), self.limit).clamp(1, most)
+        } else {
+            1
+        };
         windows
             .checked_mul(self.window_us)
             .and_then(|d| start_us.checked_add(d))
@@ -198,11 +222,16 @@ impl Algorithm for FixedWindow {
             Some(rest) => (true, rest),
             None => (false, bytes),
         };
+        let (debt, bytes) = match bytes.strip_suffix(b":D") {
+            Some(rest) => (true, rest),
+            None => (false, bytes),
+        };
         let colon = bytes.iter().position(|&b| b == b':')?;
         Some(WindowCount {
             window_start_us: parse_decimal(&bytes[..colon])?,
             count: parse_decimal(&bytes[colon + 1..])?,
             first,
+            debt,
         })
     }
 
@@ -213,7 +242,12 @@ impl Algorithm for FixedWindow {
         }
         let end = write_decimal(s.window_start_us, buf, start);
         buf[end] = b':';
-        write_decimal(s.count, buf, end + 1)
+        let end = write_decimal(s.count, buf, end + 1);
+        if !s.debt {
+            return end;
+        }
+        buf[end..end + 2].copy_from_slice(b":D");
+        end + 2
     }
 
     fn decide(
@@ -222,7 +256,7 @@ impl Algorithm for FixedWindow {
         now_us: i64,
         cost: i64,
     ) -> Result<Outcome<WindowCount>> {
-        let (start_us, count) = self.counted(state, now_us)?;
+        let (start_us, count, debt) = self.counted(state, now_us)?;
         let window_end_us = start_us
             .checked_add(self.window_us)
             .ok_or(Error::Overflow)?;
@@ -234,7 +268,7 @@ impl Algorithm for FixedWindow {
                 remaining: (self.limit - count).max(0),
                 retry_after_us,
                 reset_after_us: if count > 0 {
-                    until(self.repaid_at(start_us, count)?)?
+                    until(self.repaid_at(start_us, count, debt)?)?
                 } else {
                     0
                 },
@@ -250,7 +284,7 @@ impl Algorithm for FixedWindow {
         if new_count > self.limit {
             // The cost fits in a later window: the next one, or the first
             // whose debt (a count past the limit, FORCE's) leaves room.
-            let retry_at_us = self.repaid_at(start_us, new_count - self.limit)?;
+            let retry_at_us = self.repaid_at(start_us, new_count - self.limit, debt)?;
             return Ok(Outcome {
                 decision: decision(true, count, Some(until(retry_at_us)?))?,
                 update: None,
@@ -263,6 +297,7 @@ impl Algorithm for FixedWindow {
                     window_start_us: start_us,
                     count: new_count,
                     first: self.align == Align::First,
+                    debt: false,
                 },
                 expire_at_us: window_end_us,
             }),
@@ -278,20 +313,21 @@ impl Algorithm for FixedWindow {
         now_us: i64,
         cost: i64,
     ) -> Result<Update<WindowCount>> {
-        let (start_us, count) = self.counted(state, now_us)?;
+        let (start_us, count, _) = self.counted(state, now_us)?;
         let new_count = count.checked_add(cost.max(0)).ok_or(Error::ForceTooMuch {
             why: crate::error::FORCE_PAST_HORIZON,
         })?;
-        let expire_at_us =
-            self.repaid_at(start_us, new_count)
-                .map_err(|_| Error::ForceTooMuch {
-                    why: crate::error::FORCE_PAST_HORIZON,
-                })?;
+        let expire_at_us = self
+            .repaid_at(start_us, new_count, new_count > self.limit)
+            .map_err(|_| Error::ForceTooMuch {
+                why: crate::error::FORCE_PAST_HORIZON,
+            })?;
         Ok(Update {
             state: WindowCount {
                 window_start_us: start_us,
                 count: new_count,
                 first: self.align == Align::First,
+                debt: new_count > self.limit,
             },
             expire_at_us,
         })
@@ -308,19 +344,21 @@ impl Algorithm for FixedWindow {
         let Some(s) = state else {
             return refunded(self, None, now_us, RefundWrite::Nothing);
         };
-        let (start_us, count) = self.counted(Some(s), now_us)?;
+        let (start_us, count, debt) = self.counted(Some(s), now_us)?;
         let new_count = count.saturating_sub(tokens.max(0)).max(0);
+        let debt = debt && new_count > self.limit;
         if new_count == 0 {
             return refunded(self, None, now_us, RefundWrite::Delete);
         }
         let new_state = WindowCount {
             window_start_us: start_us,
             count: new_count,
+            debt,
             ..s
         };
         let write = RefundWrite::Set(Update {
             state: new_state,
-            expire_at_us: self.repaid_at(start_us, new_count)?,
+            expire_at_us: self.repaid_at(start_us, new_count, debt)?,
         });
         refunded(self, Some(new_state), now_us, write)
     }

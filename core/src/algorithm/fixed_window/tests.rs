@@ -11,12 +11,14 @@ fn a_refund_lowers_the_current_windows_count() {
         window_start_us: T0,
         count: 4,
         first: false,
+        debt: false,
     };
     let r = fw.refund(Some(s), T0 + 200 * MS, 3).unwrap();
     let back = WindowCount {
         window_start_us: T0,
         count: 1,
         first: false,
+        debt: false,
     };
     assert_eq!(
         r.write,
@@ -98,6 +100,7 @@ fn a_stored_start_at_now_off_the_window_grid_starts_afresh() {
         window_start_us: T0 + 500 * MS,
         count: 2,
         first: false,
+        debt: false,
     };
     let d = fw.decide(Some(s), T0 + 500 * MS, 1).unwrap().decision;
     assert_eq!((d.limited, d.remaining), (false, 1));
@@ -211,6 +214,7 @@ fn state_codec_round_trips_and_rejects_foreign_values() {
         window_start_us: 1_763_700_000_000_000,
         count: 42,
         first: false,
+        debt: false,
     };
     let n = FixedWindow::encode(&s, &mut buf);
     assert_eq!(&buf[..n], b"1763700000000000:42");
@@ -253,15 +257,23 @@ fn a_forced_count_past_the_limit_is_repaid_by_the_next_windows() {
             ],
         );
     }
-    // A count within the limit is never carried (old keys read as before).
+    // A count within the limit is never carried (old keys read as before),
+    // even under a lower limit: only a state written in debt carries.
     let fw = FixedWindow::new(10, S).unwrap();
     let full = WindowCount {
         window_start_us: T0,
         count: 10,
         first: false,
+        debt: false,
     };
     let d = fw.decide(Some(full), T0 + S, 10).unwrap().decision;
     assert!(!d.limited);
+    let lower = FixedWindow::new(4, S).unwrap();
+    let d = lower.decide(Some(full), T0 + S, 4).unwrap().decision;
+    assert!(!d.limited);
+    let mut buf = [0u8; crate::algorithm::STATE_BUF_LEN];
+    let n = FixedWindow::encode(&WindowCount { debt: true, ..full }, &mut buf);
+    assert_eq!(&buf[..n], format!("{T0}:10:D").as_bytes());
     // The ALIGN FIRST chain: a window in debt at T0 + 0.5 s rolls on at
     // T0 + 1.5 s, T0 + 2.5 s…; once repaid, the next request starts one.
     let first = FixedWindow::first(2, S).unwrap();
@@ -286,6 +298,7 @@ fn a_forced_count_past_the_limit_is_repaid_by_the_next_windows() {
                 window_start_us: T0,
                 count: 25,
                 first: false,
+                debt: true,
             }),
             T0 + S,
             4,
@@ -297,7 +310,8 @@ fn a_forced_count_past_the_limit_is_repaid_by_the_next_windows() {
             state: WindowCount {
                 window_start_us: T0 + S,
                 count: 11,
-                first: false
+                first: false,
+                debt: true,
             },
             expire_at_us: T0 + 3 * S
         })
