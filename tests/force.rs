@@ -60,9 +60,6 @@ fn expire_at_ms(con: &mut redis::Connection, key: &str) -> i64 {
 /// A server with the engine under test; `None` where a release build has
 /// no `RL.DEBUGCLOCK`.
 fn server() -> Option<(Server, redis::Connection)> {
-    if !common::module_only("the library's FORCE is not there yet") {
-        return None;
-    }
     let server = Server::start();
     let mut con = server.connect();
     if engine() == Engine::Module

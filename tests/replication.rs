@@ -34,7 +34,7 @@ fn workload(con: &mut redis::Connection) -> Vec<String> {
         }
         // FORCE past the limit (debts), under a BLOCK now and then, and
         // one forced limit of RL.ALL beside one that is not.
-        if i % 3 == 0 && common::engine() == common::Engine::Module {
+        if i % 3 == 0 {
             let block: &[&str] = if i % 2 == 0 { &["BLOCK", "900"] } else { &[] };
             for (cmd, key, params) in [
                 ("RL.GCRA", &g, &["4", "3", "600"][..]),

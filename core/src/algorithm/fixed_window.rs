@@ -131,6 +131,7 @@ impl FixedWindow {
     /// carried in (nothing, unless `FORCE` counted past the limit).
     ///
     /// Errors: [`Error::AlignMismatch`] for a state of the other alignment.
+    #[inline(always)]
     fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, bool)> {
         let (start_us, count) = self.counted_window(state, now_us)?;
         // In debt: a stored debt's own window, or a debt carried in.
@@ -139,6 +140,7 @@ impl FixedWindow {
     }
 
     /// [`Self::counted`]'s window: its start and count.
+    #[inline(always)]
     fn counted_window(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
         let first = self.align == Align::First;
         if let Some(s) = state {
@@ -182,6 +184,7 @@ impl FixedWindow {
     /// What the count `s` (its window over) still owes in the window starting
     /// at `start_us`: each window that began since repaid `limit` tokens.
     /// 0 for every count within the limit (a state without debt).
+    #[inline(never)]
     fn carried(&self, s: WindowCount, start_us: i64) -> i64 {
         if !s.debt || s.count <= self.limit {
             return 0;
@@ -207,6 +210,37 @@ impl FixedWindow {
             .and_then(|d| start_us.checked_add(d))
             .ok_or(Error::Overflow)
     }
+
+    /// [`Algorithm::decide`] of a window in debt (a count past the limit,
+    /// `FORCE`'s): refused (every cost past the limit), the retry in the
+    /// first window whose carried count leaves room, full when all is
+    /// repaid. Out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn decide_in_debt(
+        &self,
+        start_us: i64,
+        count: i64,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<Outcome<WindowCount>> {
+        let retry_after_us = if cost > self.limit {
+            None
+        } else {
+            let retry_at_us = self.repaid_at(start_us, count - self.limit + cost, true)?;
+            Some(sub(retry_at_us, now_us)?)
+        };
+        Ok(Outcome {
+            decision: Decision {
+                limited: true,
+                limit: self.limit,
+                remaining: 0,
+                retry_after_us,
+                reset_after_us: sub(self.repaid_at(start_us, count, true)?, now_us)?,
+            },
+            update: None,
+        })
+    }
 }
 
 impl Algorithm for FixedWindow {
@@ -222,9 +256,10 @@ impl Algorithm for FixedWindow {
             Some(rest) => (true, rest),
             None => (false, bytes),
         };
-        let (debt, bytes) = match bytes.strip_suffix(b":D") {
-            Some(rest) => (true, rest),
-            None => (false, bytes),
+        // Digits end a state not in debt: one comparison on the common path.
+        let (debt, bytes) = match bytes.last() {
+            Some(b'D') => (true, bytes.strip_suffix(b":D")?),
+            _ => (false, bytes),
         };
         let colon = bytes.iter().position(|&b| b == b':')?;
         Some(WindowCount {
@@ -257,41 +292,36 @@ impl Algorithm for FixedWindow {
         cost: i64,
     ) -> Result<Outcome<WindowCount>> {
         let (start_us, count, debt) = self.counted(state, now_us)?;
+        if debt {
+            return self.decide_in_debt(start_us, count, now_us, cost);
+        }
         let window_end_us = start_us
             .checked_add(self.window_us)
             .ok_or(Error::Overflow)?;
-        let until = |at_us: i64| sub(at_us, now_us);
-        let decision = |limited, count: i64, retry_after_us| -> Result<Decision> {
-            Ok(Decision {
-                limited,
-                limit: self.limit,
-                remaining: (self.limit - count).max(0),
-                retry_after_us,
-                reset_after_us: if count > 0 {
-                    until(self.repaid_at(start_us, count, debt)?)?
-                } else {
-                    0
-                },
-            })
+        let to_end_us = sub(window_end_us, now_us)?;
+        let decision = |limited, count: i64, retry_after_us| Decision {
+            limited,
+            limit: self.limit,
+            remaining: (self.limit - count).max(0),
+            retry_after_us,
+            reset_after_us: if count > 0 { to_end_us } else { 0 },
         };
         if cost > self.limit {
             return Ok(Outcome {
-                decision: decision(true, count, None)?,
+                decision: decision(true, count, None),
                 update: None,
             });
         }
         let new_count = count.saturating_add(cost);
         if new_count > self.limit {
-            // The cost fits in a later window: the next one, or the first
-            // whose debt (a count past the limit, FORCE's) leaves room.
-            let retry_at_us = self.repaid_at(start_us, new_count - self.limit, debt)?;
+            // The cost fits in a fresh window: retry when the next one starts.
             return Ok(Outcome {
-                decision: decision(true, count, Some(until(retry_at_us)?))?,
+                decision: decision(true, count, Some(to_end_us)),
                 update: None,
             });
         }
         Ok(Outcome {
-            decision: decision(false, new_count, None)?,
+            decision: decision(false, new_count, None),
             update: (cost > 0).then_some(Update {
                 state: WindowCount {
                     window_start_us: start_us,

@@ -67,10 +67,13 @@ pub enum Change<T, R> {
     /// A refund's write (`refund`'s); a block in force
     /// ([`Plan::block_in_force_until_us`]) stays.
     Refund(R),
-    /// A refusal starts or extends a block until then (µs), or a block is
-    /// in force: the state is kept as it is, or with `FORCE` replaced by
-    /// `take` (the cost recorded past the limit) behind the block.
-    Block { until_us: i64, take: Option<T> },
+    /// A refusal starts or extends a block until then (µs); the state is
+    /// kept as it is.
+    Block { until_us: i64 },
+    /// `FORCE` recorded its cost (past the limit, or during a block) behind
+    /// a block until then (µs): the one it starts or extends, or the one in
+    /// force.
+    TakeBlocked { take: T, until_us: i64 },
 }
 
 /// The plan of one key: the decision as replied, and the change to write.
@@ -150,18 +153,16 @@ pub fn plan<T, R>(
                 _ => None,
             };
             let (decision, change) = match (extended, update) {
-                (Some(until_us), take) => (
+                (Some(until_us), Some(take)) => (
                     block::blocked_decision(decision, until_us, now_us)?,
-                    Change::Block { until_us, take },
+                    Change::TakeBlocked { take, until_us },
+                ),
+                (Some(until_us), None) => (
+                    block::blocked_decision(decision, until_us, now_us)?,
+                    Change::Block { until_us },
                 ),
                 (None, Some(take)) => match in_force {
-                    Some(until_us) => (
-                        decision,
-                        Change::Block {
-                            until_us,
-                            take: Some(take),
-                        },
-                    ),
+                    Some(until_us) => (decision, Change::TakeBlocked { take, until_us }),
                     None => (decision, Change::Take(take)),
                 },
                 (None, None) => (decision, Change::Nothing),

@@ -112,7 +112,15 @@ pub(super) fn plan_lease<'a>(
                 expired_leases,
             }
         }
-        Change::Block { until_us, .. } => block(&key, until_us, cap_us)?,
+        Change::Block { until_us } => block(&key, until_us, cap_us)?,
+        Change::TakeBlocked { .. } => {
+            return Err(Error::Internal {
+                what: "FORCE on a lease set",
+            })
+        }
     };
-    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
+    Ok((
+        key,
+        planned(name, at.modes, at.force, p.decision, p.blocked, write),
+    ))
 }

@@ -95,11 +95,7 @@ pub type CallLimit<'a> = (Arg<'a>, Limit, Modes, Option<Lease<'a>>);
 /// Decides one limiter: the whole life of a single command's call (as
 /// [`all`] with one limit, without its allocations).
 pub fn one(ctx: Ctx, name: Arg, limit: &Limit, options: &Options) -> Result<Answer> {
-    let modes = Modes {
-        force: options.force,
-        ..Modes::default()
-    };
-    rule(ctx, name, limit, &modes, None, options)
+    rule(ctx, name, limit, &Modes::default(), None, options)
 }
 
 /// [`one`] for a limit with a policy's [`Modes`] (`RL.LIMIT`).
@@ -111,17 +107,7 @@ pub fn rule<'a>(
     lease: Option<Lease<'a>>,
     options: &Options,
 ) -> Result<Answer> {
-    let forced_modes;
-    let modes = if options.force && !modes.force {
-        forced_modes = Modes {
-            force: true,
-            ..*modes
-        };
-        &forced_modes
-    } else {
-        modes
-    };
-    check_budget([(limit, modes.force)], options.op)?;
+    check_budget([(limit, options.force || modes.force)], options.op)?;
     let (mut key, p) = plan(ctx, name, limit, modes, lease, clock_us(), options)?;
     let mut answer = Answer::new(p.decision, None, p.blocked, options);
     answer.shadow_limited = p.shadow_limited;
@@ -264,6 +250,7 @@ pub fn all<'a>(
 ///
 /// A forced sliding log counts [`SlidingLog::forced_call_entries`]: a log
 /// in debt holds up to twice its limit in its window.
+#[inline(always)]
 pub fn check_budget<'l>(limits: impl IntoIterator<Item = (&'l Limit, bool)>, op: Op) -> Result<()> {
     let tokens = match op {
         Op::Take(n) | Op::Refund(n) => n,
@@ -304,6 +291,7 @@ fn longer(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 fn planned<'a>(
     name: Arg<'a>,
     modes: &Modes,
+    force: bool,
     decision: Decision,
     blocked: bool,
     write: Write,
@@ -323,9 +311,9 @@ fn planned<'a>(
             soft_over: false,
             // A forced cost is recorded all the same: the shadow limiter
             // holds what an enforcing one would.
-            write: if modes.force { write } else { Write::Nothing },
+            write: if force { write } else { Write::Nothing },
             replace: false,
-            forced: modes.force,
+            forced: force,
         };
     }
     Planned {
@@ -337,7 +325,7 @@ fn planned<'a>(
         soft_over,
         write,
         replace: false,
-        forced: modes.force,
+        forced: force,
     }
 }
 
@@ -348,6 +336,9 @@ pub(super) struct At<'o> {
     modes: &'o Modes,
     /// Read the key as missing (it holds another algorithm's state).
     fresh: bool,
+    /// `FORCE`: the call's option (a single command, `RL.LIMIT`) or this
+    /// limit's (`RL.ALL`).
+    force: bool,
 }
 
 impl At<'_> {

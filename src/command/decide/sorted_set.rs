@@ -25,7 +25,7 @@ pub(super) fn plan_log<'a>(
         .as_ref()
         .and_then(ZsetLog::newest_member)
         .map_or(0, |m| m.wrapping_add(1));
-    let force = at.modes.force;
+    let force = at.force;
     let p = plan_change(
         at.options.op,
         force,
@@ -33,8 +33,7 @@ pub(super) fn plan_log<'a>(
             let outcome = match (&zset, force) {
                 (Some(z), false) => log.decide(z, now_us, cost)?,
                 (None, false) => log.decide(&[][..], now_us, cost)?,
-                (Some(z), true) => log.force(z, now_us, cost)?,
-                (None, true) => log.force(&[][..], now_us, cost)?,
+                (zset, true) => forced_log(log, zset.as_ref(), now_us, cost)?,
             };
             Ok((outcome.decision, outcome.update))
         },
@@ -59,9 +58,9 @@ pub(super) fn plan_log<'a>(
     let write = match p.change {
         Change::Nothing => Write::Nothing,
         Change::Take(update) => take(&zset, update, None, next_member, log, at, cap_us)?,
-        Change::Block {
+        Change::TakeBlocked {
+            take: update,
             until_us,
-            take: Some(update),
         } => take(&zset, update, Some(until_us), next_member, log, at, cap_us)?,
         Change::Refund((remove_newest, delete, expire_at_us)) => {
             let in_force = p.block_in_force_until_us;
@@ -74,16 +73,32 @@ pub(super) fn plan_log<'a>(
                     .min(cap_us),
             }
         }
-        Change::Block {
-            until_us,
-            take: None,
-        } => block(&key, until_us, cap_us)?,
+        Change::Block { until_us } => block(&key, until_us, cap_us)?,
     };
-    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
+    Ok((
+        key,
+        planned(name, at.modes, at.force, p.decision, p.blocked, write),
+    ))
+}
+
+/// `FORCE`'s decision on a log, out of the plain path.
+#[cold]
+#[inline(never)]
+fn forced_log(
+    log: &SlidingLog,
+    zset: Option<&ZsetLog>,
+    now_us: i64,
+    cost: i64,
+) -> Result<crate::algorithm::sliding_log::LogOutcome> {
+    match zset {
+        Some(z) => log.force(z, now_us, cost),
+        None => log.force(&[][..], now_us, cost),
+    }
 }
 
 /// The write of a take's `update` to the log (`FORCE`: behind a block
 /// until `block_until_us`, the key expiring no earlier than its end).
+#[inline(always)]
 fn take(
     zset: &Option<ZsetLog>,
     mut update: LogUpdate,

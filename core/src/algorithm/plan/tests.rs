@@ -93,7 +93,6 @@ fn takes_refusals_and_blocks() {
             Some(60 * S),
             Change::Block {
                 until_us: NOW + 60 * S,
-                take: None,
             },
             true,
             false,
@@ -118,7 +117,6 @@ fn takes_refusals_and_blocks() {
             Some(60 * S),
             Change::Block {
                 until_us: NOW + 90 * S,
-                take: None,
             },
             true,
             true,
@@ -168,9 +166,9 @@ fn a_forced_take_is_recorded_past_the_limit_and_under_any_block() {
         )
         .unwrap()
     };
-    let block = |until_us| Change::Block {
+    let block = |until_us| Change::TakeBlocked {
+        take: "recorded",
         until_us,
-        take: Some("recorded"),
     };
     // (decision, stored, stored block, BLOCK, change, limited, blocked, retry)
     let cases: [Case; 7] = [
