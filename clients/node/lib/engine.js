@@ -1,7 +1,8 @@
 'use strict';
 // The engine a client decides with (issue 31): the module's commands when the
 // server has the module, else the Functions library (functions/ratelimit.lua,
-// embedded as lib/ratelimit.lua, byte for byte), else the same code through
+// which the package carries as lib/ratelimit.lua, byte for byte: copied in by
+// `npm pack`'s prepack script), else the same code through
 // EVALSHA. Every entry point sends the module's command words (RL.GCRA key …);
 // this layer turns them into FCALL or EVALSHA when the module is absent, keeps
 // the library loaded (after FUNCTION FLUSH, a failover, a restart, a new
@@ -13,8 +14,25 @@ const path = require('node:path');
 const crypto = require('node:crypto');
 const { isReplyError } = require('./client');
 
-/** The embedded library: the file FUNCTION LOAD takes (first line `#!lua name=ratelimit`). */
-const LIBRARY_PATH = path.join(__dirname, 'ratelimit.lua');
+/**
+ * The repository's functions/ratelimit.lua when this is clients/node of a
+ * checkout (npm test, `file:` dependencies), else the library the package
+ * carries (lib/ratelimit.lua, copied in by the prepack script).
+ */
+function libraryPath() {
+  const pkg = path.dirname(__dirname);
+  const checkout = path.join(pkg, '..', '..', 'functions', 'ratelimit.lua');
+  if (path.basename(pkg) === 'node' && path.basename(path.dirname(pkg)) === 'clients' && fs.existsSync(checkout)) return checkout;
+  const packed = path.join(__dirname, 'ratelimit.lua');
+  if (fs.existsSync(packed)) return packed;
+  throw new Error(
+    `redis-ratelimit-client: the package has no ${packed} (the Functions library): reinstall it ` +
+      '(npm install redis-ratelimit-client, or npm pack in clients/node of a checkout of the repository)',
+  );
+}
+
+/** The library: the file FUNCTION LOAD takes (first line `#!lua name=ratelimit`). */
+const LIBRARY_PATH = libraryPath();
 const LIBRARY_CODE = fs.readFileSync(LIBRARY_PATH, 'utf8');
 /** The EVAL form: the same file without its first line; it dispatches on ARGV[1], the function name. */
 const EVAL_BODY = LIBRARY_CODE.slice(LIBRARY_CODE.indexOf('\n') + 1);

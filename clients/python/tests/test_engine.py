@@ -38,13 +38,15 @@ NO_SCRIPTS = [arg for command in ("FUNCTION", "FCALL", "FCALL_RO", "EVAL", "EVAL
               for arg in ("--rename-command", command, "")]
 
 
-def test_the_embedded_library_is_the_repository_file() -> None:
+def test_the_installed_package_carries_the_repository_file() -> None:
+    """make test-python installs the package with ``pip install ./clients/python``: its build hook
+    (hatch_build.py) copies the one library in (scripts/check-python-artifacts.sh checks the wheel
+    and the sdist)."""
     if not REPOSITORY_LIBRARY.exists():
         pytest.skip("not in the repository (an sdist): nothing to compare with")
-    embedded = LIBRARY_PATH.read_bytes()
-    assert embedded == REPOSITORY_LIBRARY.read_bytes(), (
-        f"the package's copy differs: cp {REPOSITORY_LIBRARY} "
-        "clients/python/src/redis_ratelimit/ratelimit.lua")
+    assert LIBRARY_PATH.read_bytes() == REPOSITORY_LIBRARY.read_bytes(), (
+        f"{LIBRARY_PATH} differs from {REPOSITORY_LIBRARY}: reinstall the package "
+        "(pip install ./clients/python)")
     assert LIBRARY_CODE.startswith("#!lua name=ratelimit\n")
 
 

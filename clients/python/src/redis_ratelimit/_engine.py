@@ -1,5 +1,6 @@
 """The engine that decides (issue 31): the module's commands when the server has the module, else
-the Functions library (``functions/ratelimit.lua``, embedded as ``ratelimit.lua`` byte for byte),
+the Functions library (``functions/ratelimit.lua``, which the package carries as ``ratelimit.lua``
+byte for byte: copied in when the package is built, hatch_build.py),
 else the same code through ``EVALSHA``. Contract: docs/functions.md.
 
 Every command of ``_commands`` is written in the module's words (``RL.GCRA key …``);
@@ -36,8 +37,28 @@ __all__ = [
     "AsyncEngine",
 ]
 
-#: The embedded library: the file ``FUNCTION LOAD`` takes (first line ``#!lua name=ratelimit``).
-LIBRARY_PATH = Path(__file__).with_name("ratelimit.lua")
+
+def _library_path() -> Path:
+    """The repository's ``functions/ratelimit.lua`` when this is ``clients/python/src`` of a
+    checkout (``PYTHONPATH=src``, an editable install), else the library the package carries
+    (``redis_ratelimit/ratelimit.lua``, copied in when the package is built: hatch_build.py)."""
+    here = Path(__file__).resolve().parent
+    parents = list(here.parents)
+    if [p.name for p in parents[:3]] == ["src", "python", "clients"] and len(parents) > 3:
+        checkout = parents[3] / "functions" / "ratelimit.lua"
+        if checkout.is_file():
+            return checkout
+    packaged = here / "ratelimit.lua"
+    if packaged.is_file():
+        return packaged
+    raise RuntimeError(
+        f"redis-ratelimit-client: the package has no {packaged} (the Functions library): "
+        "reinstall it (pip install redis-ratelimit-client, or pip install ./clients/python "
+        "from a checkout of the repository)")
+
+
+#: The library: the file ``FUNCTION LOAD`` takes (first line ``#!lua name=ratelimit``).
+LIBRARY_PATH = _library_path()
 LIBRARY_CODE = LIBRARY_PATH.read_text(encoding="utf-8")
 #: The ``EVAL`` form: the same file without its first line; it dispatches on ``ARGV[1]``.
 EVAL_BODY = LIBRARY_CODE[LIBRARY_CODE.index("\n") + 1:]
