@@ -7,9 +7,8 @@
 
 use futures_util::future::try_join_all;
 
-use super::headers::op_for;
 use super::Shared;
-use crate::backend::{BackendError, LimitReply, Op};
+use crate::backend::{BackendError, LimitReply, Op, MAX_TOKENS};
 use crate::config::Match;
 
 /// One descriptor's matched, enforced or shadow limit.
@@ -58,6 +57,18 @@ pub(super) fn plan(active: &[Active]) -> Vec<Group> {
         }
     }
     groups
+}
+
+/// The operation for a descriptor's hits: 0 checks only; more than the
+/// module's `TOKENS` takes (2^63 − 1, more than any limit) is sent as that,
+/// which every limit refuses: a hit count too large is over the limit,
+/// never an error.
+fn op_for(hits: u64) -> Op {
+    if hits == 0 {
+        Op::Peek
+    } else {
+        Op::Take(hits.min(MAX_TOKENS))
+    }
 }
 
 /// `RL.ALL` over one group's limits.
