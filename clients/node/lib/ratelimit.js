@@ -143,16 +143,19 @@ function engineOptions({ timeoutMs = DEFAULT_TIMEOUT_MS, engine, clock, logger }
  * - `clock` (default 'auto'): whose clock the library reads — the server's
  *   (TIME), or the caller's (`NOW`) where the server refuses TIME in scripts
  *   (logged once to `logger.warn`); 'server' or 'caller' forces one;
- * - `logger` (default console).
+ * - `logger`: `logger.info` is told once which engine this client settled on;
+ *   `logger.warn` once of a fall back to EVALSHA (why, and the remedy). By
+ *   default warnings go to console.warn and the info line nowhere (pass
+ *   `logger: console` to see it).
  */
 class RateLimit {
-  constructor(client, { timeoutMs = DEFAULT_TIMEOUT_MS, engine = 'auto', clock = 'auto', logger = console, now } = {}) {
+  constructor(client, { timeoutMs = DEFAULT_TIMEOUT_MS, engine = 'auto', clock = 'auto', logger, now } = {}) {
     this.timeoutMs = timeoutMs;
     this._engine = new Engine(senderFor(client), { engine, clock, logger, now, primaries: primariesOf(client) });
     this.send = withTimeout((args) => this._engine.call(args), timeoutMs);
     this._ready = withTimeout(() => this._engine.ready(), timeoutMs);
     this._policyWindows = new Map(); // policy name -> { windowS, until }
-    this._logger = logger;
+    this._logger = logger ?? console;
   }
 
   /**
