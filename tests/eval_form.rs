@@ -432,14 +432,21 @@ fn with_now_no_path_reads_the_servers_clock() {
         // Without NOW: the refused TIME, as an ERR without a location.
         let keys = vec!["nonow".to_string()];
         let args = ["0", "1", "1"].map(String::from).to_vec();
+        // Each server words it its own way (Redis: "The user executing the
+        // script can't run this command or subcommand"; Valkey: "ACL failure
+        // in script: …"); none may carry a script's location.
         let got = client.call(&mut e, "rl_gcra", &keys, &args);
-        assert_eq!(
-            got,
-            Value::SimpleString(
-                "error: ERR The user executing the script can't run this command or subcommand"
-                    .into()
-            ),
-            "{user}"
+        let Value::SimpleString(text) = &got else {
+            panic!("{user}: {got:?}");
+        };
+        assert!(text.starts_with("error: ERR "), "{user}: {text}");
+        assert!(
+            !text.contains("user_script") && !text.contains("user_function"),
+            "{user}: {text}"
+        );
+        assert!(
+            text.contains("can't run this command") || text.contains("no permissions"),
+            "{user}: {text}"
         );
         let forms: &[bool] = if has_functions {
             &[false, true]
