@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 10
+local VERSION = 11
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -24,10 +24,10 @@ local VERSION = 10
 -- builds on every call (`eval_form`), and only what the called function uses.
 local function build(eval_form)
 
-local byte, sub, find, upper, format = string.byte, string.sub, string.find, string.upper, string.format
+local byte, sub, find, match, upper, format = string.byte, string.sub, string.find, string.match, string.upper, string.format
 local floor, fmod = math.floor, math.fmod
 local rcall, rpcall = redis.call, redis.pcall
-local tonumber, type, error, pcall, unpack = tonumber, type, error, pcall, unpack
+local tonumber, tostring, type, error, pcall, unpack = tonumber, tostring, type, error, pcall, unpack
 
 local TWO52 = 4503599627370496
 local TWO53 = 9007199254740992
@@ -1246,14 +1246,14 @@ local function plan_string(key, alg, lim, at)
   return d
 end
 
--- `expire_ms` goes to redis.call as a number, which writes its digits
--- (%.17g on Redis 6.2 and 7.0, ll2string from 7.2 and on Valkey: the same
--- bytes for an integer below 2^53): cheaper than string.format.
+-- Numbers go to redis.call as decimal strings (dec): a number argument is
+-- written with %.17g on Redis 6.2 and 7.0 (snprintf: 2-4k instructions),
+-- string.format("%d") costs about 1.8k.
 local function apply_string(key, value, expire_ms)
   if value == DELETE then
     rcall('DEL', key)
   else
-    rcall('SET', key, value, 'PXAT', expire_ms)
+    rcall('SET', key, value, 'PXAT', dec(expire_ms))
   end
 end
 
@@ -1301,14 +1301,14 @@ end
 -- A block's write {block_end, cap}: the member B scored by its end; the
 -- key's expiry kept, capped at the horizon, and at least the block's end.
 function apply_log_block(key, w)
-  rcall('ZADD', key, w.block_end, 'B')
+  rcall('ZADD', key, dec(w.block_end), 'B')
   local current = expire_time_ms(key)
   if current < 0 then current = 0 end
   local cap_ms = ceil_ms(w.cap)
   if current > cap_ms then current = cap_ms end
   local ms = ceil_ms(w.block_end)
   if current > ms then ms = current end
-  rcall('PEXPIREAT', key, ms)
+  rcall('PEXPIREAT', key, dec(ms))
 end
 
 -- A member of z's set that the module cannot have written.
@@ -1327,7 +1327,7 @@ function zset_open(kind, key, now, id)
   if type(len) ~= 'number' then fail(E_WRONGTYPE) end
   if len == 0 then return nil end
   if len > kind.max_len then e_foreign(key, kind.cmd, NOT_OURS_TOO_LONG) end
-  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
   -- Built with its fields (not grown field by field: each growth rehashes).
   local z = { key = key, len = len, id = id }
   local i = 1
@@ -1369,7 +1369,7 @@ function zset_count_after(kind, z, old_max, at_most, want)
   if at_most < 0 then at_most = 0 end
   local fetch = at_most + 1
   if want and want > fetch then fetch = want end
-  local old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', 0, fetch)
+  local old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', '0', dec(fetch))
   z.old = old
   local n = #old
   if n > at_most + 1 then n = at_most + 1 end
@@ -1385,7 +1385,7 @@ function zset_count_after(kind, z, old_max, at_most, want)
   end
   local live = 0
   if at_most > 0 then
-    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', 0, at_most + 1)
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', '0', dec(at_most + 1))
     for i = 1, #got do
       local m = got[i]
       if m ~= 'B' then
@@ -1467,7 +1467,7 @@ end
 -- member walked checked.
 local function log_nth_newest(z, k)
   if z == nil then return nil end
-  local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, k + 2)
+  local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', dec(k + 2))
   local seen = 0
   for i = 1, #got, 2 do
     local m = got[i]
@@ -1586,7 +1586,7 @@ function SLIDINGLOG.apply(key, w)
     if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
     local modulus = 2 * w.limit
     if modulus < 128 then modulus = 128 end
-    local at = w.at
+    local at = dec(w.at)
     local added, tries, next_member = 0, 0, w.next
     while added < w.count do
       if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
@@ -1594,30 +1594,30 @@ function SLIDINGLOG.apply(key, w)
       local member = fmod(next_member, modulus)
       next_member = next_member + 1
       -- Usually free; one in use by an entry that left the window moves.
-      if rcall('ZADD', key, 'NX', at, member) == 1 then
+      if rcall('ZADD', key, 'NX', at, dec(member)) == 1 then
         added = added + 1
       else
-        local score = rcall('ZSCORE', key, member)
+        local score = rcall('ZSCORE', key, dec(member))
         if tonumber(score) <= w.cutoff then
-          rcall('ZADD', key, at, member)
+          rcall('ZADD', key, at, dec(member))
           added = added + 1
         end
       end
     end
-    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+    rcall('PEXPIREAT', key, dec(ceil_ms(w.expire)))
   elseif w.log == 'block' then
     apply_log_block(key, w)
   elseif w.delete then
     -- A log may be long: freed lazily, as the module does.
     rcall('UNLINK', key)
   else
-    local got = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'LIMIT', 0, w.remove + 1)
+    local got = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'LIMIT', '0', dec(w.remove + 1))
     local removed = {}
     for i = 1, #got do
       if got[i] ~= 'B' and #removed < w.remove then removed[#removed + 1] = got[i] end
     end
     if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
-    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+    rcall('PEXPIREAT', key, dec(ceil_ms(w.expire)))
   end
 end
 return SLIDINGLOG
@@ -1721,7 +1721,7 @@ local function lease_nth_newest_other(z, k)
   local batch = k + 2 + z.probed
   local offset, seen, own = 0, 0, 0
   while true do
-    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', offset, batch)
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', dec(offset), dec(batch))
     for i = 1, #got, 2 do
       local m = got[i]
       if m ~= 'B' then
@@ -1854,13 +1854,17 @@ function CONCURRENCY.apply(key, w)
     end
     rcall('ZADD', key, unpack(args))
   end
-  rcall('PEXPIREAT', key, w.expire_ms)
+  rcall('PEXPIREAT', key, dec(w.expire_ms))
 end
 return CONCURRENCY
 end
 
 ---------------------------------------------------------------------------
 -- Commands
+
+-- The full path of every function (defined at the end): `call(fname, keys,
+-- args, ro, now)`.
+local call
 
 -- The five integers of a reply in ms (src/command/mod.rs reply_fields),
 -- written over the decision.
@@ -1936,6 +1940,9 @@ end
 -- Parsed limits by their parameter strings (a limit is a pure function of
 -- them): most callers use a few; bounded. `(alg, a, n, at)`: alg's limit
 -- from its n parameters at a[at] (at: 1 when not given); one cache per alg.
+-- The second function looks a limit up without parsing (nil: not cached),
+-- for the fast paths, which raise no error.
+local function no_lookup() return nil end
 local function limit_cache()
   if eval_form then
     -- A cache lives for one call there: none.
@@ -1943,9 +1950,14 @@ local function limit_cache()
       local lim = alg.parse(a, at or 1)
       lim.alg = alg
       return lim
-    end
+    end, no_lookup
   end
   local cache, size = {}, 0
+  local function lookup(p1, p2, p3)
+    local c1 = cache[p1]
+    local c2 = c1 and c1[p2]
+    return c2 and c2[p3 or 1]
+  end
   return function(alg, a, n, at)
     at = at or 1
     local p1, p2, p3 = a[at], a[at + 1], a[at + 2]
@@ -1963,7 +1975,7 @@ local function limit_cache()
     c2[n == 3 and p3 or 1] = lim
     size = size + 1
     return lim
-  end
+  end, lookup
 end
 
 -- The options from args[from] on; none: the defaults.
@@ -1974,16 +1986,253 @@ end
 
 -- RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET, RL.SLIDINGLOG
 -- (src/command/mod.rs run_kind). args[i] is the module's argv[i + 1].
+-- Returns the command and its limits' lookup (limit_cache).
 local function kind_command(fname, command, alg, params)
-  local cached = limit_cache()
-  return function(keys, args, ro)
+  local cached, lookup = limit_cache()
+  return function(keys, args, ro, at_now)
     local key = keys[1]
     if #keys ~= 1 then e_one_key(fname) end
     local count, now = trailing_now(args)
+    if at_now then now = at_now end
     if count < params then wrong_arity(command) end
     local lim = cached(alg, args, params)
     local o = options_or_default(args, count, params + 1, now)
     return run_one(key, lim, o, ro)
+  end, lookup
+end
+
+---------------------------------------------------------------------------
+-- Fast paths (docs/functions.md, "Speed"): the common forms of a function
+-- (no options, or TOKENS n; with or without NOW last) with a limit already
+-- parsed and a state the function wrote itself (or none), answered with
+-- the fewest Lua steps and the same replies, writes and expiries as the
+-- full path. Anything else (another form, a limit not yet cached, a key of
+-- another type, a state not in its plainest encoding, a blocked key, a
+-- state too far ahead) returns nil before the clock is read, or goes on
+-- into the full path with the clock read (`call(…, now)`): every check
+-- and error stays the full path's. A fast path raises no error.
+
+-- A count in the form `[1-9][0-9]*`, at most 15 digits: what to_int reads
+-- as the same value, at least 1; nil for anything else.
+local function fast_count(s)
+  if #s <= 15 and find(s, '^[1-9]%d*$') then return tonumber(s) end
+  return nil
+end
+
+-- NOW's value in that form, at most 2^52; nil for anything else.
+local function fast_now(s)
+  if #s <= 16 and find(s, '^[1-9]%d*$') then
+    local v = tonumber(s)
+    if v <= TWO52 then return v end
+  end
+  return nil
+end
+
+-- The common forms after `params` parameters: `[TOKENS n] [NOW t]` in
+-- that order, upper case. Returns the tokens and the clock (nil: none);
+-- nil for any other form.
+local function fast_form(args, params)
+  local count = #args
+  if count == params then return 1, nil end
+  if count == params + 2 then
+    local w = args[params + 1]
+    if w == 'NOW' then
+      local now = fast_now(args[params + 2])
+      if now then return 1, now end
+    elseif w == 'TOKENS' then
+      return fast_count(args[params + 2]), nil
+    end
+    return nil
+  end
+  if count == params + 4 and args[params + 1] == 'TOKENS' and args[params + 3] == 'NOW' then
+    local n, now = fast_count(args[params + 2]), fast_now(args[params + 4])
+    if n and now then return n, now end
+  end
+  return nil
+end
+
+-- The server's clock (µs).
+local function server_now()
+  local t = rcall('TIME')
+  return t[1] * US_PER_SEC + t[2]
+end
+
+-- A stored string state of ASCII digits only, at most 16 (a time in µs or
+-- a count): true; anything else (false: no key) false.
+local function plain_decimal(stored)
+  return type(stored) == 'string' and #stored <= 16 and stored ~= '' and not find(stored, '%D')
+end
+
+-- ⌈us / 1000⌉ for 0 <= us < 2^53 (Lua's % is exact there, and no call).
+-- rl_gcra: GCRA.take and plan_string for a TAT in µs.
+local function fast_gcra(lookup)
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local n, now = 1, nil
+    if #args ~= 3 then
+      n, now = fast_form(args, 3)
+      if not n then return nil end
+    end
+    local lim = lookup(args[1], args[2], args[3])
+    if not lim then return nil end
+    local key = keys[1]
+    local stored = rpcall('GET', key)
+    if stored and (type(stored) ~= 'string' or #stored > 16 or stored == '' or find(stored, '%D')) then return nil end
+    if not now then
+      local tm = rcall('TIME')
+      now = tm[1] * US_PER_SEC + tm[2]
+    end
+    local ttl = 0
+    if stored then
+      local tat = tonumber(stored)
+      if tat > now + MAX_PERIOD_US then return call('rl_gcra', keys, args, ro, now) end
+      if tat > now then ttl = tat - now end
+    end
+    local limit, t, tau = lim.limit, lim.t, lim.tau
+    local x, r
+    if n <= limit then
+      local new_ttl = ttl + t * n
+      if new_ttl <= tau then
+        if not ro then
+          local tat = now + new_ttl
+          r = tat % 1000
+          rcall('SET', key, format('%d', tat), 'PXAT', format('%d', (tat - r) / 1000 + (r > 0 and 1 or 0)))
+        end
+        x = tau - new_ttl
+        r = new_ttl % 1000
+        return { 0, limit, (x - x % t) / t, -1, (new_ttl - r) / 1000 + (r > 0 and 1 or 0) }
+      end
+      x = tau - ttl
+      local retry = new_ttl - tau
+      r = ttl % 1000
+      local q = retry % 1000
+      return { 1, limit, x > 0 and (x - x % t) / t or 0, (retry - q) / 1000 + (q > 0 and 1 or 0),
+        (ttl - r) / 1000 + (r > 0 and 1 or 0) }
+    end
+    x = tau - ttl
+    r = ttl % 1000
+    return { 1, limit, x > 0 and (x - x % t) / t or 0, -1, (ttl - r) / 1000 + (r > 0 and 1 or 0) }
+  end
+end
+
+-- rl_fixedwindow, with or without ALIGN FIRST right after the parameters:
+-- fixed_counted, FIXEDWINDOW.take and plan_string.
+local function fast_fixed(lookup)
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local first = args[3] == 'ALIGN' and args[4] == 'FIRST'
+    local n, now = fast_form(args, first and 4 or 2)
+    if not n then return nil end
+    local lim = lookup(args[1], args[2])
+    if lim and first then lim = lim.first_variant end
+    if not lim then return nil end
+    local key = keys[1]
+    local stored = rpcall('GET', key)
+    local s1, s2
+    if stored then
+      if type(stored) ~= 'string' or #stored > 34 then return nil end
+      s1, s2 = match(stored, first and '^F(%d+):(%d+)$' or '^(%d+):(%d+)$')
+      if not s1 or #s1 > 16 or #s2 > 15 then return nil end
+    end
+    now = now or server_now()
+    local w, limit = lim.w, lim.limit
+    local start, count
+    if s1 then
+      start, count = tonumber(s1), tonumber(s2)
+      if start > now + MAX_PERIOD_US then return call('rl_fixedwindow', keys, args, ro, now) end
+      if start > now then
+        -- a window ahead (a clock that stepped back): counted as it is
+      elseif first then
+        if now >= start + w then start, count = now, 0 end
+      else
+        local current = now - now % w
+        if start ~= current then start, count = current, 0 end
+      end
+    else
+      start, count = first and now or now - now % w, 0
+    end
+    local to_end = start + w - now
+    local r = to_end % 1000
+    local reset = (to_end - r) / 1000 + (r > 0 and 1 or 0)
+    local new_count = count + n
+    if n <= limit and new_count <= limit then
+      if not ro then
+        local finish = start + w
+        if finish > now + MAX_PERIOD_US then finish = now + MAX_PERIOD_US end
+        r = finish % 1000
+        rcall('SET', key, format(first and 'F%d:%d' or '%d:%d', start, new_count),
+          'PXAT', format('%d', (finish - r) / 1000 + (r > 0 and 1 or 0)))
+      end
+      return { 0, limit, limit - new_count, -1, reset }
+    end
+    local remaining = limit - count
+    if remaining < 0 then remaining = 0 end
+    if count == 0 then reset = 0 end
+    return { 1, limit, remaining, n <= limit and reset or -1, reset }
+  end
+end
+
+-- rl_slidingwindow without BUCKETS: sliding_view and SLIDINGWINDOW.take
+-- where the weighted count is a product below 2^53, when allowed or when
+-- TOKENS is above the limit (a refusal's retry: the full path).
+local function fast_sliding(lookup)
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local n, now = fast_form(args, 2)
+    if not n then return nil end
+    local lim = lookup(args[1], args[2])
+    if not lim or lim.limit > MAX_EXACT then return nil end
+    local key = keys[1]
+    local stored = rpcall('GET', key)
+    local s1, s2, s3
+    if stored then
+      if type(stored) ~= 'string' or #stored > 50 then return nil end
+      s1, s2, s3 = match(stored, '^(%d+):(%d+):(%d+)$')
+      if not s1 or #s1 > 16 or #s2 > 15 or #s3 > 15 then return nil end
+    end
+    now = now or server_now()
+    local w, limit = lim.w, lim.limit
+    local t = now
+    local previous, current = 0, 0
+    local start
+    if s1 then
+      local s_start = tonumber(s1)
+      if s_start > now + MAX_PERIOD_US then return call('rl_slidingwindow', keys, args, ro, now) end
+      if s_start > now then t = s_start end
+      start = t - t % w
+      if s_start == start then
+        previous, current = tonumber(s2), tonumber(s3)
+      elseif s_start == start - w then
+        previous = tonumber(s3)
+      end
+    else
+      start = t - t % w
+    end
+    local p = previous * (w - (t - start))
+    if p >= TWO53 then return call('rl_slidingwindow', keys, args, ro, now) end
+    local pr = p % w
+    local pc = (p - pr) / w + (pr > 0 and 1 or 0)
+    local remaining
+    if n > limit then
+      remaining = limit - current - pc
+      local reset = 0
+      if current > 0 then reset = start + 2 * w - now elseif previous > 0 then reset = start + w - now end
+      local r = reset % 1000
+      return { 1, limit, remaining > 0 and remaining or 0, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
+    end
+    local new_current = current + n
+    if pc > limit - new_current then return call('rl_slidingwindow', keys, args, ro, now) end
+    local expire = start + 2 * w
+    if not ro then
+      local cap = now + 2 * MAX_PERIOD_US
+      local e = expire > cap and cap or expire
+      local r = e % 1000
+      rcall('SET', key, format('%d:%d:%d', start, previous, new_current),
+        'PXAT', format('%d', (e - r) / 1000 + (r > 0 and 1 or 0)))
+    end
+    local reset = expire - now
+    local r = reset % 1000
+    return { 0, limit, limit - new_current - pc, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
   end
 end
 
@@ -1991,7 +2240,10 @@ end
 -- (see `call`). One function rather than a table of them: the EVAL form
 -- builds it on every call.
 local function define(fname)
-if fname == 'rl_gcra' then return kind_command('rl_gcra', 'rl.gcra', need_gcra(), 3) end
+if fname == 'rl_gcra' then
+  local command, lookup = kind_command('rl_gcra', 'rl.gcra', need_gcra(), 3)
+  return command, fast_gcra(lookup)
+end
 if fname == 'rl_tokenbucket' then return kind_command('rl_tokenbucket', 'rl.tokenbucket', need_buckets(), 3) end
 if fname == 'rl_leakybucket' then
   need_buckets()
@@ -2003,7 +2255,7 @@ local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [B
 
 if fname == 'rl_fixedwindow' then
 need_fixed()
-local fixed_cached = limit_cache()
+local fixed_cached, fixed_lookup = limit_cache()
 -- ALIGN EPOCH | ALIGN FIRST, as o.own.
 local function align_option(W, i, a, o)
   if W ~= 'ALIGN' or o.own then return nil end
@@ -2018,10 +2270,11 @@ local function align_option(W, i, a, o)
   end
   return 2
 end
-return function(keys, args, ro)
+return function(keys, args, ro, at_now)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('rl_fixedwindow') end
   local count, now = trailing_now(args)
+  if at_now then now = at_now end
   if count < 2 then wrong_arity('rl.fixedwindow') end
   local lim = fixed_cached(FIXEDWINDOW, args, 2)
   local o = options_or_default(args, count, 3, now, align_option, FIXED_SYNTAX)
@@ -2034,24 +2287,25 @@ return function(keys, args, ro)
     lim = first
   end
   return run_one(key, lim, o, ro)
-end
+end, fast_fixed(fixed_lookup)
 end
 
 local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
 
 if fname == 'rl_slidingwindow' then
 need_sliding()
-local sliding_cached = limit_cache()
+local sliding_cached, sliding_lookup = limit_cache()
 -- BUCKETS k, as o.own.
 local function buckets_option(W, i, a, o)
   if W ~= 'BUCKETS' or o.own or a[i + 1] == nil then return nil end
   o.own = integer(a, i + 1, 'BUCKETS')
   return 2
 end
-return function(keys, args, ro)
+return function(keys, args, ro, at_now)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('rl_slidingwindow') end
   local count, now = trailing_now(args)
+  if at_now then now = at_now end
   if count < 2 then wrong_arity('rl.slidingwindow') end
   local lim = sliding_cached(SLIDINGWINDOW, args, 2)
   local o = options_or_default(args, count, 3, now, buckets_option, SLIDING_SYNTAX)
@@ -2069,7 +2323,7 @@ return function(keys, args, ro)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
   return run_one(key, lim, o, ro)
-end
+end, fast_sliding(sliding_lookup)
 end
 
 -- RL.CONCURRENCY key limit lease ACQUIRE id [TOKENS n] [PEEK] [BLOCK d] |
@@ -2078,10 +2332,11 @@ if fname == 'rl_concurrency' then
 need_concurrency()
 local concurrency_cached = limit_cache()
 local lease_op, check_lease_id = CONCURRENCY.op, CONCURRENCY.check_id
-return function(keys, args, ro)
+return function(keys, args, ro, at_now)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('rl_concurrency') end
   local count, now = trailing_now(args)
+  if at_now then now = at_now end
   if count < 4 then wrong_arity('rl.concurrency') end
   local base = concurrency_cached(CONCURRENCY, args, 2)
   local op = lease_op(args[3])
@@ -2121,10 +2376,11 @@ end
 if fname == 'cl_throttle' then
 need_cell()
 local cell_cached = limit_cache()
-return function(keys, args, ro)
+return function(keys, args, ro, at_now)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('cl_throttle') end
   local count, now = trailing_now(args)
+  if at_now then now = at_now end
   local o = default_options(now)
   if count < 3 or count > 4 then wrong_arity('cl.throttle') end
   local lim = cell_cached(CELL, args, 3)
@@ -2209,9 +2465,10 @@ local function binding(ds)
   return best, b
 end
 
-return function(keys, args, ro)
+return function(keys, args, ro, at_now)
   local n = #keys
   local nargs, now = trailing_now(args)
+  if at_now then now = at_now end
   local a = { dec(n) }
   for i = 1, n do a[i + 1] = keys[i] end
   for i = 1, nargs do a[n + 1 + i] = args[i] end
@@ -2298,18 +2555,29 @@ end
 ---------------------------------------------------------------------------
 -- Entry points
 
-local COMMANDS = {}
+local COMMANDS, FASTS = {}, {}
 
-local function call(fname, keys, args, ro)
+-- The command `fname` (nil: none), defined on its first call, with its
+-- fast path (FASTS: false for none).
+local function command_of(fname)
   local command = COMMANDS[fname]
   if command == nil then
-    command = define(fname)
-    if command == nil then
-      return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
-    end
+    local fast
+    command, fast = define(fname)
+    if command == nil then return nil end
     COMMANDS[fname] = command
+    FASTS[fname] = fast or false
   end
-  local ok, result = pcall(command, keys, args, ro)
+  return command
+end
+
+-- `now`: the clock a fast path already read (nil: none).
+function call(fname, keys, args, ro, now)
+  local command = command_of(fname)
+  if command == nil then
+    return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
+  end
+  local ok, result = pcall(command, keys, args, ro, now)
   if ok then return result end
   -- A failure raised by `fail` (Redis 7.0's pcall hands back the text of
   -- an error table; later servers the table).
@@ -2320,20 +2588,43 @@ local function call(fname, keys, args, ro)
   error(result, 0)
 end
 
-return call
+-- The fast path of `fname` (false: none; nil: no such function).
+local function fast_of(fname)
+  if command_of(fname) == nil then return nil end
+  return FASTS[fname]
+end
+
+return call, fast_of
 end)()
 end
 
-local call
+local call, fast_of
 
 if redis.register_function then
+  -- Each function tries its fast path (the common forms: an answer, or nil
+  -- having read nothing but the key) before the full one.
   local function register(fname)
+    local fast, fast_ro
     redis.register_function { function_name = fname, callback = function(keys, args)
-      call = call or build()
+      if fast == nil then
+        if not call then call, fast_of = build() end
+        fast = fast_of(fname)
+      end
+      if fast then
+        local reply = fast(keys, args, false)
+        if reply then return reply end
+      end
       return call(fname, keys, args, false)
     end }
     redis.register_function { function_name = fname .. '_ro', flags = { 'no-writes' }, callback = function(keys, args)
-      call = call or build()
+      if fast_ro == nil then
+        if not call then call, fast_of = build() end
+        fast_ro = fast_of(fname)
+      end
+      if fast_ro then
+        local reply = fast_ro(keys, args, true)
+        if reply then return reply end
+      end
       return call(fname, keys, args, true)
     end }
   end
