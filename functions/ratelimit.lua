@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 11
+local VERSION = 12
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -1443,6 +1443,8 @@ local function is_log_member(member)
   return id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX
 end
 
+SLIDINGLOG.is_member = is_log_member
+
 -- The sliding log as a kind of sorted set (zset_open; the module's
 -- checked_zset): the command its errors name, the most entries a log can
 -- hold (twice the largest limit, and the block), its member check.
@@ -2051,11 +2053,6 @@ local function fast_form(args, params)
   return nil
 end
 
--- The server's clock (µs).
-local function server_now()
-  local t = rcall('TIME')
-  return t[1] * US_PER_SEC + t[2]
-end
 
 -- A stored string state of ASCII digits only, at most 16 (a time in µs or
 -- a count): true; anything else (false: no key) false.
@@ -2064,6 +2061,35 @@ local function plain_decimal(stored)
 end
 
 -- ⌈us / 1000⌉ for 0 <= us < 2^53 (Lua's % is exact there, and no call).
+-- Decimal strings of the integers the fast paths write again and again (a
+-- window's start, its end in ms, a count), and the reverse: a table lookup
+-- instead of string.format and strtod. Bounded: emptied at 4096 entries.
+local DEC_OF, NUM_OF, memo_size = {}, {}, 0
+local function memo_dec(x)
+  local s = format('%d', x)
+  if memo_size >= 4096 then DEC_OF, NUM_OF, memo_size = {}, {}, 0 end
+  DEC_OF[x] = s
+  NUM_OF[s] = x
+  memo_size = memo_size + 1
+  return s
+end
+-- The number of a canonical decimal string (TIME's seconds), memoized.
+local function memo_num(s)
+  local x = tonumber(s)
+  if memo_size >= 4096 then DEC_OF, NUM_OF, memo_size = {}, {}, 0 end
+  DEC_OF[x] = s
+  NUM_OF[s] = x
+  memo_size = memo_size + 1
+  return x
+end
+
+-- The server's clock (µs).
+local function server_now()
+  local t = rcall('TIME')
+  local secs = t[1]
+  return (NUM_OF[secs] or memo_num(secs)) * US_PER_SEC + t[2]
+end
+
 -- rl_gcra: GCRA.take and plan_string for a TAT in µs.
 local function fast_gcra(lookup)
   return function(keys, args, ro)
@@ -2078,10 +2104,7 @@ local function fast_gcra(lookup)
     local key = keys[1]
     local stored = rpcall('GET', key)
     if stored and (type(stored) ~= 'string' or #stored > 16 or stored == '' or find(stored, '%D')) then return nil end
-    if not now then
-      local tm = rcall('TIME')
-      now = tm[1] * US_PER_SEC + tm[2]
-    end
+    now = now or server_now()
     local ttl = 0
     if stored then
       local tat = tonumber(stored)
@@ -2115,6 +2138,280 @@ local function fast_gcra(lookup)
   end
 end
 
+-- rl_tokenbucket and rl_leakybucket: bucket_debt, TOKENBUCKET.take (and
+-- LEAKYBUCKET's wait) and plan_string where every product is below 2^53.
+local function fast_bucket(lookup, fname, leaky)
+  -- ⌊(capacity units − debt) / p⌋ (bucket_remaining); nil when inexact.
+  local function remaining(lim, dq, dr)
+    local r = lim.r
+    local xq, xr = lim.cq - dq, lim.cr - dr
+    if xr < 0 then xr = xr + r; xq = xq - 1 end
+    if xq < 0 then return 0 end
+    local x = xq * r + xr
+    if x >= TWO53 then return nil end
+    local p = lim.p
+    return (x - x % p) / p
+  end
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local n, now = fast_form(args, 3)
+    if not n then return nil end
+    local lim = lookup(args[1], args[2], args[3])
+    if not lim then return nil end
+    local key = keys[1]
+    local stored = rpcall('GET', key)
+    local s1, s2
+    if stored then
+      if type(stored) ~= 'string' then return nil end
+      if #stored <= 16 and stored ~= '' and not find(stored, '%D') then
+        s1 = stored
+      else
+        s1, s2 = match(stored, '^(%d+):(%d+)$')
+        if not s1 or #s1 > 16 or #s2 > 15 then return nil end
+      end
+    end
+    now = now or server_now()
+    local r, capacity = lim.r, lim.capacity
+    local dq, dr = 0, 0
+    if s1 then
+      local full = NUM_OF[s1] or tonumber(s1)
+      if full > now + MAX_PERIOD_US then return call(fname, keys, args, ro, now) end
+      if full >= now then
+        dq = full - now
+        if s2 then
+          dr = tonumber(s2)
+          if dr > r - 1 then dr = r - 1 end
+        end
+      end
+    end
+    local p = lim.p
+    local np = n * p
+    local retry = -1
+    if n <= capacity then
+      if np >= TWO53 then return call(fname, keys, args, ro, now) end
+      local nr = np % r
+      local nq = (np - nr) / r + dq
+      nr = nr + dr
+      if nr >= r then nr = nr - r; nq = nq + 1 end
+      local eq, er = nq - lim.cq, nr - lim.cr
+      if er < 0 then er = er + r; eq = eq - 1 end
+      if eq < 0 or (eq == 0 and er == 0) then
+        -- Allowed: the new debt is (nq, nr).
+        local x = eq * -r - er
+        if x >= TWO53 then return call(fname, keys, args, ro, now) end
+        local full_at = now + nq
+        local expire = full_at
+        if nr > 0 then expire = full_at + 1 end
+        local until_full = expire - now
+        if not ro then
+          if expire > now + MAX_PERIOD_US then expire = now + MAX_PERIOD_US end
+          local q = expire % 1000
+          rcall('SET', key, nr == 0 and format('%d', full_at) or format('%d:%d', full_at, nr),
+            'PXAT', format('%d', (expire - q) / 1000 + (q > 0 and 1 or 0)))
+        end
+        local q = until_full % 1000
+        local wait = -1
+        if leaky then
+          wait = dq + (dr > 0 and 1 or 0)
+          local w = wait % 1000
+          wait = (wait - w) / 1000 + (w > 0 and 1 or 0)
+        end
+        return { 0, capacity, (x - x % p) / p, wait, (until_full - q) / 1000 + (q > 0 and 1 or 0) }
+      end
+      retry = eq + (er > 0 and 1 or 0)
+      local q = retry % 1000
+      retry = (retry - q) / 1000 + (q > 0 and 1 or 0)
+    end
+    local left = remaining(lim, dq, dr)
+    if left == nil then return call(fname, keys, args, ro, now) end
+    local debt = dq + (dr > 0 and 1 or 0)
+    local q = debt % 1000
+    return { 1, capacity, left, retry, (debt - q) / 1000 + (q > 0 and 1 or 0) }
+  end
+end
+
+-- rl_slidinglog: zset_open, zset_count_after, SLIDINGLOG.take and .apply
+-- for a log whose newest entry is not ahead of now, without a block in
+-- force and with at most limit + 1 entries left in the window's past,
+-- answered with the same sorted-set commands; a refusal with the log full
+-- (even counting a block) reads the set three times: its length, its old
+-- entries, its newest limit − n + 2 (the n-th newest's score: the retry).
+-- Every member read is checked; one the module would not have written
+-- sends the call to the full path (which errors where the module does).
+local function fast_log(lookup)
+  local LOG, MEMBER_OK, members = SLIDINGLOG, {}, 0
+  local function is_member(m)
+    local ok = MEMBER_OK[m]
+    if ok == nil then
+      ok = LOG.is_member(m)
+      if members >= 4096 then MEMBER_OK, members = {}, 0 end
+      MEMBER_OK[m] = ok
+      members = members + 1
+    end
+    return ok
+  end
+  -- The newest entry (member, score string) is one the module wrote: its
+  -- member's integer and score (µs); nil if not.
+  local function newest_entry(m, score)
+    if m == 'B' or not is_member(m) then return nil end
+    local id = NUM_OF[m] or tonumber(m)
+    local v = tonumber(score)
+    if not (v and v == v and v > -INF and v < INF and v == floor(v) and v >= 1e14) then return nil end
+    return id, v
+  end
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local n, now = fast_form(args, 2)
+    if not n then return nil end
+    local lim = lookup(args[1], args[2])
+    if not lim then return nil end
+    local key = keys[1]
+    local len = rpcall('ZCARD', key)
+    if type(len) ~= 'number' or len > 2 * SLIDING_LOG_HARD_MAX + 1 then return nil end
+    now = now or server_now()
+    local limit, w = lim.limit, lim.w
+    local cutoff = now - w
+    local newest, member, blocked, live = nil, nil, nil, 0
+    local old
+    if len > 0 then
+      -- zset_count_after's walk of the old entries, with the stale entries
+      -- an allowed call removes (the full path fetches as many).
+      local removable = n < limit and n or limit
+      local fetch = removable + STALE_REMOVED_PER_CALL
+      if fetch < limit + 2 then fetch = limit + 2 end
+      old = rcall('ZRANGEBYSCORE', key, '-inf', format('%d', cutoff), 'LIMIT', '0', DEC_OF[fetch] or memo_dec(fetch))
+      local older = #old
+      if older > limit + 1 then return call('rl_slidinglog', keys, args, ro, now) end
+      local old_block = false
+      for i = 1, older do
+        local m = old[i]
+        if m == 'B' then old_block = true elseif not is_member(m) then return call('rl_slidinglog', keys, args, ro, now) end
+      end
+      -- Entries after the cutoff, a block there among them or not.
+      local upper = len - older
+      if n <= limit and upper + n > limit then
+        -- Refused unless a block is among them: the newest limit − n + 2.
+        local k = limit - n
+        local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', DEC_OF[k + 2] or memo_dec(k + 2))
+        local seen, nth, lowest = 0, nil, nil
+        for i = 1, #top, 2 do
+          local m = top[i]
+          if m == 'B' then
+            blocked = score_us(tonumber(top[i + 1]))
+          else
+            if not newest then
+              member, newest = newest_entry(m, top[i + 1])
+              if not member then return call('rl_slidinglog', keys, args, ro, now) end
+            elseif not is_member(m) then
+              return call('rl_slidinglog', keys, args, ro, now)
+            end
+            if seen == k then nth = score_us(tonumber(top[i + 1])) end
+            seen = seen + 1
+          end
+          lowest = top[i + 1]
+        end
+        if newest == nil or newest > now or (blocked and blocked > now) then
+          return call('rl_slidinglog', keys, args, ro, now)
+        end
+        -- The block: read (its score), among the old entries, absent (the
+        -- whole set read), or not read: then at or before the lowest entry
+        -- read, so past when that is, and not counted when that is old;
+        -- else only the count's cap decides (the reply is the same).
+        local after
+        if blocked then
+          after = blocked > cutoff
+        elseif old_block or #top < 2 * (k + 2) then
+          after = false
+        else
+          local low = tonumber(lowest)
+          if low <= cutoff then
+            after = false
+          elseif upper - 1 >= limit and low <= now then
+            after = true
+          else
+            return call('rl_slidinglog', keys, args, ro, now)
+          end
+        end
+        live = after and upper - 1 or upper
+        if live > limit + 1 then live = limit + 1 end
+        if live + n <= limit then return call('rl_slidinglog', keys, args, ro, now) end
+        local reset = newest + w - now
+        local retry = reset
+        if nth then retry = nth + w - now end
+        if retry < 1 then retry = 1 end
+        local remaining = limit - live
+        if remaining < 0 then remaining = 0 end
+        local q, r = retry % 1000, reset % 1000
+        return { 1, limit, remaining, (retry - q) / 1000 + (q > 0 and 1 or 0), (reset - r) / 1000 + (r > 0 and 1 or 0) }
+      end
+      -- zset_open: the newest entry and the block.
+      local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
+      local i = 1
+      if top[1] == 'B' then
+        blocked = score_us(tonumber(top[2]))
+        i = 3
+      end
+      if top[i] then
+        member, newest = newest_entry(top[i], top[i + 1])
+        if not member then return call('rl_slidinglog', keys, args, ro, now) end
+      end
+      if not blocked and not old_block then
+        local b = rcall('ZSCORE', key, 'B')
+        if b then blocked = score_us(tonumber(b)) end
+      end
+      if (newest and newest > now) or (blocked and blocked > now) then
+        return call('rl_slidinglog', keys, args, ro, now)
+      end
+      live = upper
+      if blocked and blocked > cutoff then live = live - 1 end
+      if live < 0 then live = 0 end
+      if live > limit + 1 then live = limit + 1 end
+    end
+    local reset = 0
+    if newest and live > 0 then reset = newest + w - now end
+    local remaining = limit - live
+    if remaining < 0 then remaining = 0 end
+    if n > limit or live + n > limit then
+      if n <= limit then return call('rl_slidinglog', keys, args, ro, now) end
+      local r = reset % 1000
+      return { 1, limit, remaining, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
+    end
+    if not ro then
+      -- SLIDINGLOG.apply: the stale entries, then n entries at now.
+      if old and #old > 0 then
+        local stale = old
+        if #old > n + STALE_REMOVED_PER_CALL then stale = { unpack(old, 1, n + STALE_REMOVED_PER_CALL) } end
+        rcall('ZREM', key, unpack(stale))
+      end
+      local modulus = 2 * limit
+      if modulus < 128 then modulus = 128 end
+      local at = format('%d', now)
+      local added, tries, next_member = 0, 0, member and member + 1 or 0
+      while added < n do
+        if tries > modulus + n then return call('rl_slidinglog', keys, args, ro, now) end
+        tries = tries + 1
+        local m = DEC_OF[next_member % modulus]
+        m = m or memo_dec(next_member % modulus)
+        next_member = next_member + 1
+        if rcall('ZADD', key, 'NX', at, m) == 1 then
+          added = added + 1
+        else
+          local score = rcall('ZSCORE', key, m)
+          if tonumber(score) <= cutoff then
+            rcall('ZADD', key, at, m)
+            added = added + 1
+          end
+        end
+      end
+      local expire = now + w
+      local q = expire % 1000
+      rcall('PEXPIREAT', key, format('%d', (expire - q) / 1000 + (q > 0 and 1 or 0)))
+    end
+    local q = w % 1000
+    return { 0, limit, limit - live - n, -1, (w - q) / 1000 + (q > 0 and 1 or 0) }
+  end
+end
+
 -- rl_fixedwindow, with or without ALIGN FIRST right after the parameters:
 -- fixed_counted, FIXEDWINDOW.take and plan_string.
 local function fast_fixed(lookup)
@@ -2138,7 +2435,7 @@ local function fast_fixed(lookup)
     local w, limit = lim.w, lim.limit
     local start, count
     if s1 then
-      start, count = tonumber(s1), tonumber(s2)
+      start, count = NUM_OF[s1] or tonumber(s1), NUM_OF[s2] or tonumber(s2)
       if start > now + MAX_PERIOD_US then return call('rl_fixedwindow', keys, args, ro, now) end
       if start > now then
         -- a window ahead (a clock that stepped back): counted as it is
@@ -2160,8 +2457,14 @@ local function fast_fixed(lookup)
         local finish = start + w
         if finish > now + MAX_PERIOD_US then finish = now + MAX_PERIOD_US end
         r = finish % 1000
-        rcall('SET', key, format(first and 'F%d:%d' or '%d:%d', start, new_count),
-          'PXAT', format('%d', (finish - r) / 1000 + (r > 0 and 1 or 0)))
+        finish = (finish - r) / 1000 + (r > 0 and 1 or 0)
+        local value
+        if first then
+          value = 'F' .. (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
+        else
+          value = (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
+        end
+        rcall('SET', key, value, 'PXAT', DEC_OF[finish] or memo_dec(finish))
       end
       return { 0, limit, limit - new_count, -1, reset }
     end
@@ -2244,12 +2547,19 @@ if fname == 'rl_gcra' then
   local command, lookup = kind_command('rl_gcra', 'rl.gcra', need_gcra(), 3)
   return command, fast_gcra(lookup)
 end
-if fname == 'rl_tokenbucket' then return kind_command('rl_tokenbucket', 'rl.tokenbucket', need_buckets(), 3) end
+if fname == 'rl_tokenbucket' then
+  local command, lookup = kind_command('rl_tokenbucket', 'rl.tokenbucket', need_buckets(), 3)
+  return command, fast_bucket(lookup, 'rl_tokenbucket', false)
+end
 if fname == 'rl_leakybucket' then
   need_buckets()
-  return kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
+  local command, lookup = kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
+  return command, fast_bucket(lookup, 'rl_leakybucket', true)
 end
-if fname == 'rl_slidinglog' then return kind_command('rl_slidinglog', 'rl.slidinglog', need_slidinglog(), 2) end
+if fname == 'rl_slidinglog' then
+  local command, lookup = kind_command('rl_slidinglog', 'rl.slidinglog', need_slidinglog(), 2)
+  return command, fast_log(lookup)
+end
 
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
 
