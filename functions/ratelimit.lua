@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 12
+local VERSION = 13
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -2412,6 +2412,91 @@ local function fast_log(lookup)
   end
 end
 
+-- cl_throttle: its common forms (an optional quantity of at least 1, NOW
+-- last) on a TAT in ns (what the library and the module write today):
+-- CELL.take and plan_string.
+local function fast_cell(lookup)
+  -- cell_remaining of a TAT (a_us, a_ns) from now.
+  local function remaining(lim, a_us, a_ns)
+    local t_us, t_ns = lim.t_us, lim.t_ns
+    local nus, nns = lim.tau_us - a_us, lim.tau_ns - a_ns
+    if nns < 0 then nns = nns + 1000; nus = nus - 1 end
+    -- next <= −T: nothing left.
+    local mus, mns = -t_us, 0
+    if t_ns > 0 then mus, mns = -t_us - 1, 1000 - t_ns end
+    if not (nus > mus or (nus == mus and nns > mns)) then return 0 end
+    if nus < 0 and nns > 0 then nus = nus + 1 end
+    local c = nus / t_us
+    if c < 0 then c = -floor(-c) else c = floor(c) end
+    if c < 0 then return 0 end
+    if c > lim.limit then return lim.limit end
+    return c
+  end
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local count = #args
+    local now
+    if count >= 5 and args[count - 1] == 'NOW' then
+      now = fast_now(args[count])
+      if not now then return nil end
+      count = count - 2
+    end
+    local n = 1
+    if count == 4 then
+      n = fast_count(args[4])
+      if not n then return nil end
+    elseif count ~= 3 then
+      return nil
+    end
+    local lim = lookup(args[1], args[2], args[3])
+    if not lim then return nil end
+    local key = keys[1]
+    local stored = rpcall('GET', key)
+    local sus, sns
+    if stored then
+      if type(stored) ~= 'string' then return nil end
+      local len = #stored
+      if (len ~= 18 and len ~= 19) or not find(stored, '^[1-9]%d*$') or (len == 19 and stored > I64_MAX) then
+        return nil
+      end
+      sus, sns = tonumber(sub(stored, 1, -4)), tonumber(sub(stored, -3))
+    end
+    now = now or server_now()
+    if sus and sus > now + MAX_PERIOD_US then return call('cl_throttle', keys, args, ro, now) end
+    local t_us, t_ns, limit, tau_us, tau_ns = lim.t_us, lim.t_ns, lim.limit, lim.tau_us, lim.tau_ns
+    if n >= 9e12 then return call('cl_throttle', keys, args, ro, now) end
+    -- The TAT from now (≥ 0), as (µs, ns); now has no ns.
+    local ttl_us, ttl_ns = 0, 0
+    if sus and (sus > now or (sus == now and sns > 0)) then ttl_us, ttl_ns = sus - now, sns end
+    local r = ttl_us % 1000000
+    local ttl_secs = (ttl_us - r) / 1000000 + (r >= 1000 and 1 or 0)
+    if n > limit then return { 1, limit, remaining(lim, ttl_us, ttl_ns), -1, ttl_secs } end
+    local x = t_ns * n
+    local ins = x % 1000
+    local nus, nns = ttl_us + now + t_us * n + (x - ins) / 1000, ttl_ns + ins
+    if nns >= 1000 then nns = nns - 1000; nus = nus + 1 end
+    local lus = nus - now
+    if lus > tau_us or (lus == tau_us and nns > tau_ns) then
+      local rus = lus - tau_us - (nns < tau_ns and 1 or 0)
+      local left = remaining(lim, ttl_us, ttl_ns)
+      if left > n - 1 then left = n - 1 end
+      r = rus % 1000000
+      local retry = (rus - r) / 1000000 + (r >= 1000 and 1 or 0)
+      if retry < 1 then retry = 1 end
+      return { 1, limit, left, retry, ttl_secs }
+    end
+    if not ro then
+      local expire = nus + (nns > 0 and 1 or 0)
+      if expire > now + MAX_PERIOD_US then expire = now + MAX_PERIOD_US end
+      local q = expire % 1000
+      rcall('SET', key, nus >= 1e14 and format('%d%03d', nus, nns) or format('%d', nus + (nns > 0 and 1 or 0)),
+        'PXAT', format('%d', (expire - q) / 1000 + (q > 0 and 1 or 0)))
+    end
+    r = lus % 1000000
+    return { 0, limit, remaining(lim, lus, nns), -1, (lus - r) / 1000000 + (r >= 1000 and 1 or 0) }
+  end
+end
+
 -- rl_fixedwindow, with or without ALIGN FIRST right after the parameters:
 -- fixed_counted, FIXEDWINDOW.take and plan_string.
 local function fast_fixed(lookup)
@@ -2685,7 +2770,7 @@ end
 -- library's NOW unix_µs last (src/command/throttle.rs).
 if fname == 'cl_throttle' then
 need_cell()
-local cell_cached = limit_cache()
+local cell_cached, cell_lookup = limit_cache()
 return function(keys, args, ro, at_now)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('cl_throttle') end
@@ -2696,7 +2781,7 @@ return function(keys, args, ro, at_now)
   local lim = cell_cached(CELL, args, 3)
   if count == 4 then o.n = integer_at_least(args, 4, 'quantity', 0, '>= 0') end
   return run_one(key, lim, o, ro, true)
-end
+end, fast_cell(cell_lookup)
 end
 
 -- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]

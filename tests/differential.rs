@@ -110,8 +110,9 @@ const SINGLES: [Cmd; 8] = [
 
 /// The commands whose library function has a fast path for its common
 /// forms (functions/ratelimit.lua, "Fast paths").
-const FAST_PATHS: [Cmd; 6] = [
+const FAST_PATHS: [Cmd; 7] = [
     Cmd::Gcra,
+    Cmd::Throttle,
     Cmd::TokenBucket,
     Cmd::LeakyBucket,
     Cmd::FixedWindow,
