@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 13
+local VERSION = 14
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -1864,10 +1864,6 @@ end
 ---------------------------------------------------------------------------
 -- Commands
 
--- The full path of every function (defined at the end): `call(fname, keys,
--- args, ro, now)`.
-local call
-
 -- The five integers of a reply in ms (src/command/mod.rs reply_fields),
 -- written over the decision.
 local function reply_ms(d)
@@ -1943,8 +1939,7 @@ end
 -- them): most callers use a few; bounded. `(alg, a, n, at)`: alg's limit
 -- from its n parameters at a[at] (at: 1 when not given); one cache per alg.
 -- The second function looks a limit up without parsing (nil: not cached),
--- for the fast paths, which raise no error.
-local function no_lookup() return nil end
+-- for the fast paths, which raise no error (none in the EVAL form).
 local function limit_cache()
   if eval_form then
     -- A cache lives for one call there: none.
@@ -1952,7 +1947,7 @@ local function limit_cache()
       local lim = alg.parse(a, at or 1)
       lim.alg = alg
       return lim
-    end, no_lookup
+    end
   end
   local cache, size = {}, 0
   local function lookup(p1, p2, p3)
@@ -2014,6 +2009,17 @@ end
 -- into the full path with the clock read (`call(…, now)`): every check
 -- and error stays the full path's. A fast path raises no error.
 
+-- Built by the library's first call (need_fast), never by the EVAL form,
+-- which builds everything on every call and takes the full path.
+-- `call(fname, keys, args, ro, now)`: the full path (defined at the end),
+-- handed in rather than captured, which would lengthen every closure's
+-- upvalue walk in the EVAL form.
+-- Not even made in the EVAL form: a closure made there walks the open
+-- upvalues for each name it captures, on every call.
+local FAST
+local need_fast = not eval_form and function(call)
+if FAST then return FAST end
+
 -- A count in the form `[1-9][0-9]*`, at most 15 digits: what to_int reads
 -- as the same value, at least 1; nil for anything else.
 local function fast_count(s)
@@ -2053,12 +2059,6 @@ local function fast_form(args, params)
   return nil
 end
 
-
--- A stored string state of ASCII digits only, at most 16 (a time in µs or
--- a count): true; anything else (false: no key) false.
-local function plain_decimal(stored)
-  return type(stored) == 'string' and #stored <= 16 and stored ~= '' and not find(stored, '%D')
-end
 
 -- ⌈us / 1000⌉ for 0 <= us < 2^53 (Lua's % is exact there, and no call).
 -- Decimal strings of the integers the fast paths write again and again (a
@@ -2624,26 +2624,32 @@ local function fast_sliding(lookup)
   end
 end
 
+FAST = { gcra = fast_gcra, bucket = fast_bucket, log = fast_log, cell = fast_cell, fixed = fast_fixed,
+  sliding = fast_sliding }
+return FAST
+end
+
 -- define(fname): the command `fname` (nil: none), made on its first call
--- (see `call`). One function rather than a table of them: the EVAL form
+-- (see `call`, which hands itself in for the fast paths' fallbacks). One
+-- function rather than a table of them: the EVAL form
 -- builds it on every call.
-local function define(fname)
+local function define(fname, call)
 if fname == 'rl_gcra' then
   local command, lookup = kind_command('rl_gcra', 'rl.gcra', need_gcra(), 3)
-  return command, fast_gcra(lookup)
+  return command, not eval_form and need_fast(call).gcra(lookup)
 end
 if fname == 'rl_tokenbucket' then
   local command, lookup = kind_command('rl_tokenbucket', 'rl.tokenbucket', need_buckets(), 3)
-  return command, fast_bucket(lookup, 'rl_tokenbucket', false)
+  return command, not eval_form and need_fast(call).bucket(lookup, 'rl_tokenbucket', false)
 end
 if fname == 'rl_leakybucket' then
   need_buckets()
   local command, lookup = kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
-  return command, fast_bucket(lookup, 'rl_leakybucket', true)
+  return command, not eval_form and need_fast(call).bucket(lookup, 'rl_leakybucket', true)
 end
 if fname == 'rl_slidinglog' then
   local command, lookup = kind_command('rl_slidinglog', 'rl.slidinglog', need_slidinglog(), 2)
-  return command, fast_log(lookup)
+  return command, not eval_form and need_fast(call).log(lookup)
 end
 
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
@@ -2682,7 +2688,7 @@ return function(keys, args, ro, at_now)
     lim = first
   end
   return run_one(key, lim, o, ro)
-end, fast_fixed(fixed_lookup)
+end, not eval_form and need_fast(call).fixed(fixed_lookup)
 end
 
 local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
@@ -2718,7 +2724,7 @@ return function(keys, args, ro, at_now)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
   return run_one(key, lim, o, ro)
-end, fast_sliding(sliding_lookup)
+end, not eval_form and need_fast(call).sliding(sliding_lookup)
 end
 
 -- RL.CONCURRENCY key limit lease ACQUIRE id [TOKENS n] [PEEK] [BLOCK d] |
@@ -2781,7 +2787,7 @@ return function(keys, args, ro, at_now)
   local lim = cell_cached(CELL, args, 3)
   if count == 4 then o.n = integer_at_least(args, 4, 'quantity', 0, '>= 0') end
   return run_one(key, lim, o, ro, true)
-end, fast_cell(cell_lookup)
+end, not eval_form and need_fast(call).cell(cell_lookup)
 end
 
 -- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
@@ -2954,11 +2960,11 @@ local COMMANDS, FASTS = {}, {}
 
 -- The command `fname` (nil: none), defined on its first call, with its
 -- fast path (FASTS: false for none).
-local function command_of(fname)
+local function command_of(fname, call)
   local command = COMMANDS[fname]
   if command == nil then
     local fast
-    command, fast = define(fname)
+    command, fast = define(fname, call)
     if command == nil then return nil end
     COMMANDS[fname] = command
     FASTS[fname] = fast or false
@@ -2967,8 +2973,8 @@ local function command_of(fname)
 end
 
 -- `now`: the clock a fast path already read (nil: none).
-function call(fname, keys, args, ro, now)
-  local command = command_of(fname)
+local function call(fname, keys, args, ro, now)
+  local command = command_of(fname, call)
   if command == nil then
     return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
   end
@@ -2984,8 +2990,8 @@ function call(fname, keys, args, ro, now)
 end
 
 -- The fast path of `fname` (false: none; nil: no such function).
-local function fast_of(fname)
-  if command_of(fname) == nil then return nil end
+local fast_of = not eval_form and function(fname)
+  if command_of(fname, call) == nil then return nil end
   return FASTS[fname]
 end
 
