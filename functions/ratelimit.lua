@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 14
+local VERSION = 15
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -2036,27 +2036,30 @@ local function fast_now(s)
   return nil
 end
 
--- The common forms after `params` parameters: `[TOKENS n] [NOW t]` in
--- that order, upper case. Returns the tokens and the clock (nil: none);
--- nil for any other form.
+-- The common forms after `params` parameters: `[TOKENS n] [PEEK] [NOW t]`
+-- in that order, upper case. Returns the tokens, the clock (nil: none) and
+-- whether PEEK was given; nil for any other form.
 local function fast_form(args, params)
   local count = #args
-  if count == params then return 1, nil end
-  if count == params + 2 then
-    local w = args[params + 1]
-    if w == 'NOW' then
-      local now = fast_now(args[params + 2])
-      if now then return 1, now end
-    elseif w == 'TOKENS' then
-      return fast_count(args[params + 2]), nil
-    end
-    return nil
+  local now
+  if count >= params + 2 and args[count - 1] == 'NOW' then
+    now = fast_now(args[count])
+    if not now then return nil end
+    count = count - 2
   end
-  if count == params + 4 and args[params + 1] == 'TOKENS' and args[params + 3] == 'NOW' then
-    local n, now = fast_count(args[params + 2]), fast_now(args[params + 4])
-    if n and now then return n, now end
+  local i, n = params + 1, 1
+  if i < count and args[i] == 'TOKENS' then
+    n = fast_count(args[i + 1])
+    if not n then return nil end
+    i = i + 2
   end
-  return nil
+  local peek = false
+  if i == count and args[i] == 'PEEK' then
+    peek = true
+    i = i + 1
+  end
+  if i <= count then return nil end
+  return n, now, peek
 end
 
 
@@ -2096,8 +2099,10 @@ local function fast_gcra(lookup)
     if #keys ~= 1 then return nil end
     local n, now = 1, nil
     if #args ~= 3 then
-      n, now = fast_form(args, 3)
+      local peek
+      n, now, peek = fast_form(args, 3)
       if not n then return nil end
+      if peek then ro = true end
     end
     local lim = lookup(args[1], args[2], args[3])
     if not lim then return nil end
@@ -2154,8 +2159,9 @@ local function fast_bucket(lookup, fname, leaky)
   end
   return function(keys, args, ro)
     if #keys ~= 1 then return nil end
-    local n, now = fast_form(args, 3)
+    local n, now, peek = fast_form(args, 3)
     if not n then return nil end
+    if peek then ro = true end
     local lim = lookup(args[1], args[2], args[3])
     if not lim then return nil end
     local key = keys[1]
@@ -2261,8 +2267,9 @@ local function fast_log(lookup)
   end
   return function(keys, args, ro)
     if #keys ~= 1 then return nil end
-    local n, now = fast_form(args, 2)
+    local n, now, peek = fast_form(args, 2)
     if not n then return nil end
+    if peek then ro = true end
     local lim = lookup(args[1], args[2])
     if not lim then return nil end
     local key = keys[1]
@@ -2503,8 +2510,9 @@ local function fast_fixed(lookup)
   return function(keys, args, ro)
     if #keys ~= 1 then return nil end
     local first = args[3] == 'ALIGN' and args[4] == 'FIRST'
-    local n, now = fast_form(args, first and 4 or 2)
+    local n, now, peek = fast_form(args, first and 4 or 2)
     if not n then return nil end
+    if peek then ro = true end
     local lim = lookup(args[1], args[2])
     if lim and first then lim = lim.first_variant end
     if not lim then return nil end
@@ -2566,8 +2574,9 @@ end
 local function fast_sliding(lookup)
   return function(keys, args, ro)
     if #keys ~= 1 then return nil end
-    local n, now = fast_form(args, 2)
+    local n, now, peek = fast_form(args, 2)
     if not n then return nil end
+    if peek then ro = true end
     local lim = lookup(args[1], args[2])
     if not lim or lim.limit > MAX_EXACT then return nil end
     local key = keys[1]

@@ -503,8 +503,8 @@ impl Call {
     /// Whether the library receives this call in a common form, the forms
     /// its fast paths answer (functions/ratelimit.lua, "Fast paths"): one
     /// key, the parameters, then nothing or `TOKENS n` (upper case, n of
-    /// 1 to 15 digits, no leading zero), `ALIGN FIRST` before them for
-    /// `rl_fixedwindow`, `NOW` last. A fast path answers such a call when
+    /// 1 to 15 digits, no leading zero), then `PEEK` or not, `ALIGN FIRST`
+    /// before them for `rl_fixedwindow`, `NOW` last. A fast path answers such a call when
     /// its limit is cached and the key holds its plainest state (or none);
     /// otherwise it falls back to the full path.
     fn common_form(&self) -> bool {
@@ -522,6 +522,9 @@ impl Call {
             .collect();
         if self.cmd == Cmd::FixedWindow && tail.starts_with(&["ALIGN", "FIRST"]) {
             tail.drain(..2);
+        }
+        if tail.last() == Some(&"PEEK") && self.cmd != Cmd::Throttle {
+            tail.pop();
         }
         match tail.as_slice() {
             [] => true,
@@ -655,8 +658,9 @@ fn options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>, junk: bool, bu
 /// replies in a common form).
 const COMMON_PERCENT: usize = 25;
 
-/// Options in a common form: nothing or `TOKENS n`, `ALIGN FIRST` first
-/// for a fixed window called so, sometimes through the `_ro` twin.
+/// Options in a common form: nothing or `TOKENS n`, then `PEEK` or not
+/// (sometimes through the `_ro` twin), `ALIGN FIRST` first for a fixed
+/// window called so.
 fn common_options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>) {
     let mut tail: Vec<String> = Vec::new();
     if call.cmd == Cmd::FixedWindow && key.is_some_and(|k| k.align_first) {
@@ -675,10 +679,11 @@ fn common_options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>) {
     call.peek = false;
     call.read_only = false;
     call.drop_peek = false;
-    if rng.chance(15) {
+    if rng.chance(25) {
+        // PEEK, through the `_ro` twin (the word dropped) or not.
         call.peek = true;
-        call.read_only = true;
-        call.drop_peek = true;
+        call.read_only = rng.chance(50);
+        call.drop_peek = call.read_only;
         tail.push("PEEK".to_string());
     }
     call.tail = tail;
