@@ -31,8 +31,7 @@ use crate::algorithm::token_bucket::TokenBucket;
 use crate::error::{Error, Result};
 use crate::time::seconds_to_us;
 
-mod keyword;
-pub use keyword::is_keyword;
+pub use crate::keyword::is_keyword;
 
 /// One argument, as the grammar reads it. Copy, and borrowing its bytes for
 /// `'a` (the call).
