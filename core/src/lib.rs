@@ -8,7 +8,8 @@
 //!   options as commands, `RL.ALL` and policies spell them) and its parse;
 //! * [`definition`] — policy definitions and their `DUMP` / `LOAD` text;
 //! * [`error`] — every error a command can reply with, in one place;
-//! * [`time`] — the units (`i64` µs) and their conversions.
+//! * [`time`] — the units (`i64` µs) and their conversions;
+//! * [`calendar`] — calendar windows (`DAY` … `YEAR`) in a time zone.
 //!
 //! The Redis module (`redis-ratelimit`) is the glue around it: it reads the
 //! state from a key, reads the server clock once, calls into this crate,
@@ -18,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod algorithm;
+pub mod calendar;
 pub mod definition;
 pub mod error;
 pub mod limit;

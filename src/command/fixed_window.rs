@@ -77,7 +77,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             e => e,
         })?;
     let limit = match (limit, align) {
-        (Limit::FixedWindow(fw), Some(Align::First)) => Limit::FixedWindow(fw.aligned_first()),
+        (Limit::FixedWindow(fw), Some(Align::First)) => Limit::FixedWindow(fw.aligned_first()?),
         (limit, _) => limit,
     };
     decide::one(ctx, args.arg(1)?, &limit, &options)
