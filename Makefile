@@ -37,8 +37,11 @@ run: build ## Build, then start redis-server with the module on 127.0.0.1:6379 (
 	  echo "make run: starting redis-server with the module on 127.0.0.1:$$port. Talk to it with: redis-cli -p $$port"; \
 	  exec $(REDIS_SERVER) redis.conf --port $$port
 
-load-functions: ## Load the Functions library (functions/ratelimit.lua: the limiters without the module) into the server at 127.0.0.1:PORT (default 6379), replacing an older one
-	redis-cli -p $(or $(PORT),6379) -x FUNCTION LOAD REPLACE < functions/ratelimit.lua
+# make load-functions: REDIS_URL, CLUSTER, REDIS_CLI_ARGS and PORT reach scripts/load-functions.sh
+# through the environment, as make passes command-line variables (a password in REDIS_URL never
+# goes through a shell's quoting).
+load-functions: ## Load the Functions library (functions/ratelimit.lua: the limiters without the module) where it is absent or older: REDIS_URL=redis[s]://[user:password@]host:port (default 127.0.0.1:PORT, PORT 6379); CLUSTER=1: every primary; REDIS_CLI_ARGS: more redis-cli options (--cacert ca.pem)
+	@scripts/load-functions.sh
 
 # make run-rls: the Envoy rate limit service (rls/) in front of `make run`'s server.
 RLS_CONFIG ?= rls/examples/config.yaml

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/check-node-artifacts.sh — packs clients/node with `npm pack` and checks the tarball a
 # stranger would install: its name (redis-ratelimit-client), the repository LICENSE and the
-# Functions library (lib/ratelimit.lua = functions/ratelimit.lua) byte for byte,
+# Functions library (lib/ratelimit.lua = functions/ratelimit.lua byte for byte: the prepack script
+# copies it in, postpack removes it, so the checkout keeps no copy),
 # the npm metadata (license, repository, homepage, bugs), the files it must carry (entry points,
 # type declarations, lib/, README) and nothing of the tests; then installs it into an empty
 # project, offline (it has no dependencies), and loads it through require and import.
@@ -26,13 +27,15 @@ pkg="$work/unpacked/package"
 
 cmp -s "$pkg/LICENSE" "$root/LICENSE" || fail "the tarball's LICENSE is missing or differs from the repository's"
 cmp -s "$pkg/lib/ratelimit.lua" "$root/functions/ratelimit.lua" ||
-  fail "the tarball's lib/ratelimit.lua is missing or differs from functions/ratelimit.lua (cp functions/ratelimit.lua clients/node/lib/ratelimit.lua)"
-for f in package.json README.md index.js index.mjs index.d.ts lib/client.js lib/ratelimit.js lib/express.js \
-  lib/erl-store.js lib/flexible.js lib/ip-key.js lib/engine.js lib/ratelimit.lua; do
+  fail "the tarball's lib/ratelimit.lua is missing or differs from functions/ratelimit.lua (clients/node's prepack script copies it)"
+[ ! -e "$root/clients/node/lib/ratelimit.lua" ] ||
+  fail "clients/node/lib/ratelimit.lua is left in the checkout after npm pack (the postpack script removes it)"
+for f in package.json README.md index.js index.mjs index.d.ts lib/client.js lib/ratelimit.js lib/result.js \
+  lib/concurrency.js lib/express.js lib/erl-store.js lib/flexible.js lib/ip-key.js lib/engine.js lib/ratelimit.lua; do
   [ -f "$pkg/$f" ] || fail "the tarball lacks $f"
 done
-if find "$pkg" -path '*/test/*' -o -name node_modules -o -name package-lock.json | grep -q .; then
-  fail "the tarball carries tests, node_modules or the lock file: $(find "$pkg" -path '*/test/*' -o -name node_modules -o -name package-lock.json | head -3)"
+if find "$pkg" -path '*/test/*' -o -name node_modules -o -name package-lock.json -o -name copy-library.js | grep -q .; then
+  fail "the tarball carries tests, node_modules, the lock file or the packing script: $(find "$pkg" -path '*/test/*' -o -name node_modules -o -name package-lock.json -o -name copy-library.js | head -3)"
 fi
 
 # The metadata npm shows: name, license, repository, homepage, bugs; no runtime dependencies.
@@ -62,7 +65,14 @@ mkdir "$work/app"
 const m = require('$name');
 for (const k of ['RateLimit', 'rateLimit', 'RedisRateLimitStore', 'RateLimiterRedisModule', 'RateLimiterUnion', 'ipKeyGenerator']) {
   if (typeof m[k] !== 'function') { console.error('require: no ' + k); process.exit(1); }
+}
+const path = require('node:path');
+const dir = path.dirname(require.resolve('$name/package.json'));
+const e = require(path.join(dir, 'lib', 'engine.js'));
+if (!dir.startsWith(process.cwd()) || e.LIBRARY_PATH !== path.join(dir, 'lib', 'ratelimit.lua') ||
+    !e.LIBRARY_CODE.startsWith('#!lua name=ratelimit') || !(e.LIBRARY_VERSION >= 1)) {
+  console.error('the installed package reads its library from ' + e.LIBRARY_PATH); process.exit(1);
 }" && node --input-type=module -e "
 import { RateLimit } from '$name';
 if (typeof RateLimit !== 'function') process.exit(1);") || fail "the installed package does not load"
-echo "check-node-artifacts: $tgz: name, LICENSE, repository/homepage/bugs, files; installs and loads (require, import)"
+echo "check-node-artifacts: $tgz: name, LICENSE, the Functions library, repository/homepage/bugs, files; installs and loads (require, import) and reads its library"

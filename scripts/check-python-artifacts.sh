@@ -5,9 +5,11 @@
 # project's), LICENSE inside both (identical to the repository's), License-Expression MIT,
 # classifiers (Python versions, frameworks, development status, typed), project URLs, the
 # redis-py floor without CVE-2023-28858/28859, py.typed, the Functions library
-# (redis_ratelimit/ratelimit.lua, byte for byte functions/ratelimit.lua) in both; then installs
-# the wheel into a scratch directory, imports it and checks that it reads its library. `make test-packages` calls it; it needs the virtualenv
-# of `scripts/setup.sh python-clients`, which it makes when missing.
+# (redis_ratelimit/ratelimit.lua, byte for byte functions/ratelimit.lua: hatch_build.py copies it
+# in, nothing under clients/ commits it) in the wheel, the sdist, a wheel built from the sdist and
+# `pip install ./clients/python`; then installs the wheel into a scratch directory, imports it and
+# checks that it reads its library. `make test-packages` calls it; it needs the virtualenv of
+# `scripts/setup.sh python-clients`, which it makes when missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="$root/dist/python"
@@ -107,6 +109,36 @@ for p in problems:
 sys.exit(1 if problems else 0)
 EOF
 
+# A wheel built from the sdist alone (no repository around it), and `pip install ./clients/python`
+# (what make test-python runs), carry the library byte for byte too.
+mkdir "$work/sdist" "$work/from-sdist"
+tar -xzf "$sdist" -C "$work/sdist"
+(cd "$work/sdist/redis_ratelimit_client-$version" && "$py" -m hatchling build -t wheel -d "$work/from-sdist") >"$work/build.log" 2>&1 ||
+  { cat "$work/build.log" >&2; fail "hatchling could not build a wheel from the sdist"; }
+"$py" -m pip install -q --no-deps --no-build-isolation --target "$work/checkout-site" "$root/clients/python" >"$work/build.log" 2>&1 ||
+  { cat "$work/build.log" >&2; fail "pip install ./clients/python"; }
+"$py" - "$root/functions/ratelimit.lua" "$work/from-sdist/redis_ratelimit_client-$version-py3-none-any.whl" \
+  "$work/checkout-site/redis_ratelimit/ratelimit.lua" <<'EOF' || fail "see above"
+import sys
+import zipfile
+
+library_path, wheel, installed = sys.argv[1:]
+library = open(library_path, "rb").read()
+problems = []
+with zipfile.ZipFile(wheel) as z:
+    name = "redis_ratelimit/ratelimit.lua"
+    if name not in z.namelist() or z.read(name) != library:
+        problems.append("the wheel built from the sdist lacks redis_ratelimit/ratelimit.lua, or it differs")
+try:
+    if open(installed, "rb").read() != library:
+        problems.append("pip install ./clients/python installed a ratelimit.lua that differs")
+except FileNotFoundError:
+    problems.append("pip install ./clients/python installed no redis_ratelimit/ratelimit.lua")
+for p in problems:
+    print(f"check-python-artifacts: {p}", file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+
 # The wheel installs, imports as redis_ratelimit, and knows its distribution's name.
 "$py" -m pip install -q --no-deps --no-index --target "$work/site" "$wheel" || fail "pip could not install $wheel"
 PYTHONPATH="$work/site" "$py" -c '
@@ -117,4 +149,4 @@ assert importlib.metadata.version("redis-ratelimit-client") == redis_ratelimit._
 assert str(_engine.LIBRARY_PATH).startswith("'"$work/site"'"), _engine.LIBRARY_PATH
 assert _engine.LIBRARY_CODE.startswith("#!lua name=ratelimit") and _engine.LIBRARY_VERSION >= 1
 ' || fail "the installed wheel does not import as redis_ratelimit, or does not read its library"
-echo "check-python-artifacts: $(basename "$wheel") and $(basename "$sdist") (dist/python/): name, LICENSE, classifiers, URLs, redis>=4.5.4, the Functions library"
+echo "check-python-artifacts: $(basename "$wheel") and $(basename "$sdist") (dist/python/): name, LICENSE, classifiers, URLs, redis>=4.5.4, the Functions library (also in a wheel from the sdist and in pip install ./clients/python)"

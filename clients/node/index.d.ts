@@ -102,8 +102,12 @@ export interface EngineOptions {
   engine?: 'auto' | EngineName;
   /** Whose clock the library reads: 'auto' (default: the server's; the caller's where TIME is refused in scripts), 'server', 'caller'. */
   clock?: 'auto' | 'server' | 'caller';
-  /** Told once (warn) when the caller's clock takes over (default console). */
-  logger?: { warn?(message: string): void; error?(message: string): void };
+  /**
+   * `info`: told once which engine this client settled on; `warn` (else `error`): told once of a
+   * fall back to EVALSHA (why, and the remedy) and when the caller's clock takes over.
+   * Default: warnings to console.warn, no info (`logger: console` shows it).
+   */
+  logger?: { info?(message: string): void; warn?(message: string): void; error?(message: string): void };
 }
 
 export declare class RateLimit {
@@ -240,7 +244,7 @@ export interface MiddlewareOptions {
   /** The default key's set-up checks (express-rate-limit v8's), each reported once to logger.error. Default true. */
   validate?: boolean | Partial<Record<'ip' | 'trustProxy' | 'xForwardedForHeader' | 'forwardedHeader' | 'keyGeneratorIpFallback' | 'default', boolean>>;
   /** Where the set-up checks are reported (default console). */
-  logger?: { error(err: unknown): void; warn?(message: string): void };
+  logger?: { error(err: unknown): void; warn?(message: string): void; info?(message: string): void };
   /** 'auto' (default), or one engine forced: as RateLimit's. */
   engine?: 'auto' | EngineName;
   /** Whose clock the library reads: as RateLimit's. */
@@ -285,7 +289,7 @@ export interface ConcurrencyLimitOptions {
   key?: (req: RequestLike) => string | null | undefined;
   ipv6Subnet?: number | false | ((req: RequestLike) => number);
   validate?: MiddlewareOptions['validate'];
-  logger?: { error(err: unknown): void; warn?(message: string): void };
+  logger?: { error(err: unknown): void; warn?(message: string): void; info?(message: string): void };
   engine?: 'auto' | EngineName;
   clock?: 'auto' | 'server' | 'caller';
   /** Slots per request (default 1). */

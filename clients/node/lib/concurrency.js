@@ -7,7 +7,7 @@
 // timer for work that may outlast the lease).
 
 const crypto = require('node:crypto');
-const { RateLimitResult, applyBlock } = require('./ratelimit');
+const { RateLimitResult, applyBlock } = require('./result');
 
 /** The lease parameters every RL.CONCURRENCY call carries: `limit` slots, `lease` seconds. */
 function leaseParams(opts, what) {

@@ -1,7 +1,8 @@
 'use strict';
 // The engine a client decides with (issue 31): the module's commands when the
 // server has the module, else the Functions library (functions/ratelimit.lua,
-// embedded as lib/ratelimit.lua, byte for byte), else the same code through
+// which the package carries as lib/ratelimit.lua, byte for byte: copied in by
+// `npm pack`'s prepack script), else the same code through
 // EVALSHA. Every entry point sends the module's command words (RL.GCRA key …);
 // this layer turns them into FCALL or EVALSHA when the module is absent, keeps
 // the library loaded (after FUNCTION FLUSH, a failover, a restart, a new
@@ -13,8 +14,25 @@ const path = require('node:path');
 const crypto = require('node:crypto');
 const { isReplyError } = require('./client');
 
-/** The embedded library: the file FUNCTION LOAD takes (first line `#!lua name=ratelimit`). */
-const LIBRARY_PATH = path.join(__dirname, 'ratelimit.lua');
+/**
+ * The repository's functions/ratelimit.lua when this is clients/node of a
+ * checkout (npm test, `file:` dependencies), else the library the package
+ * carries (lib/ratelimit.lua, copied in by the prepack script).
+ */
+function libraryPath() {
+  const pkg = path.dirname(__dirname);
+  const checkout = path.join(pkg, '..', '..', 'functions', 'ratelimit.lua');
+  if (path.basename(pkg) === 'node' && path.basename(path.dirname(pkg)) === 'clients' && fs.existsSync(checkout)) return checkout;
+  const packed = path.join(__dirname, 'ratelimit.lua');
+  if (fs.existsSync(packed)) return packed;
+  throw new Error(
+    `redis-ratelimit-client: the package has no ${packed} (the Functions library): reinstall it ` +
+      '(npm install redis-ratelimit-client, or npm pack in clients/node of a checkout of the repository)',
+  );
+}
+
+/** The library: the file FUNCTION LOAD takes (first line `#!lua name=ratelimit`). */
+const LIBRARY_PATH = libraryPath();
 const LIBRARY_CODE = fs.readFileSync(LIBRARY_PATH, 'utf8');
 /** The EVAL form: the same file without its first line; it dispatches on ARGV[1], the function name. */
 const EVAL_BODY = LIBRARY_CODE.slice(LIBRARY_CODE.indexOf('\n') + 1);
@@ -28,6 +46,22 @@ const LIBRARY_VERSION = (() => {
 
 /** The engines, in the order `auto` tries them. */
 const ENGINES = ['module', 'functions', 'eval'];
+
+/** What the info line says of each engine. */
+const ENGINE_DESCRIPTIONS = {
+  module: 'the server has the redis-ratelimit module (RL.* commands)',
+  functions: `the Functions library 'ratelimit' by FCALL (loaded where it was absent or older than this package's version ${LIBRARY_VERSION})`,
+  eval: "the Functions library's code by EVALSHA",
+};
+
+/** The warning of a fall back to EVALSHA, with the server's refusal. */
+const evalFallbackMessage = (reason) =>
+  `redis-ratelimit-client: engine 'eval': the server refused FUNCTION or FCALL (${reason}), so the library's code runs by ` +
+  'EVALSHA, about 3.4x the instructions of FCALL. Remedy: an administrator loads the library once (make load-functions ' +
+  'REDIS_URL=..., or redis-cli -x FUNCTION LOAD REPLACE < ratelimit.lua: docs/functions.md); users without FUNCTION then call it with FCALL';
+
+/** The default logger: warnings to console.warn, nothing else. */
+const DEFAULT_LOGGER = { warn: (message) => console.warn(message) };
 
 /** The library's function for each module command it offers. */
 const FUNCTION_OF = {
@@ -96,10 +130,13 @@ const callerClockUs = () => Date.now() * 1000;
  * - `clock`: 'auto' (default: the server's TIME, the caller's where a server
  *   refuses TIME in scripts) | 'server' | 'caller' (always `NOW`);
  * - `now()`: the caller's clock in µs (default Date.now() × 1000);
- * - `logger`: told once (warn) when the caller's clock takes over.
+ * - `logger`: `logger.info` told the engine this client settled on, once (again
+ *   only if it changes); `logger.warn` (else `logger.error`) told once of a fall
+ *   back to EVALSHA (why, and the remedy) and when the caller's clock takes
+ *   over. Default: warnings to console.warn, no info.
  */
 class Engine {
-  constructor(send, { engine = 'auto', clock = 'auto', now = callerClockUs, logger = console, primaries = null } = {}) {
+  constructor(send, { engine = 'auto', clock = 'auto', now = callerClockUs, logger, primaries = null } = {}) {
     if (engine !== 'auto' && !ENGINES.includes(engine)) {
       throw new TypeError(`redis-ratelimit-client: engine must be 'auto', 'module', 'functions' or 'eval', not ${JSON.stringify(engine)}`);
     }
@@ -110,8 +147,11 @@ class Engine {
     this.forced = engine === 'auto' ? null : engine;
     this.clock = clock;
     this.now = now;
-    this.logger = logger;
+    this.logger = logger ?? DEFAULT_LOGGER;
     this.primaries = primaries;
+    this._announced = null; // the engine last logged
+    this._fallbackReason = null; // the refusal that made the library's code run by EVALSHA
+    this._warnedEval = false;
     /** The engine in use: 'module' | 'functions' | 'eval', or null before the first decision. */
     this.name = this.forced === 'module' || this.forced === 'eval' ? this.forced : null;
     this.callerClock = clock === 'caller';
@@ -121,13 +161,13 @@ class Engine {
 
   /** Resolves to the engine in use, finding it on the first call (and again after a failed attempt). */
   ready() {
-    if (this.name !== null) return Promise.resolve(this.name);
+    if (this.name !== null) return Promise.resolve(this._announce(this.name));
     if (this._detecting === null) {
       this._detecting = this._detect().then(
         (name) => {
           this.name = name;
           this._detecting = null;
-          return name;
+          return this._announce(name);
         },
         (err) => {
           this._detecting = null;
@@ -148,8 +188,36 @@ class Engine {
       // forced 'functions' reports why. A server that cannot answer now
       // (loading, a replica, busy) is asked again on the next call.
       if (this.forced === 'functions' || !isReplyError(err) || NOT_NOW.test(messageOf(err))) throw err;
+      this._fallbackReason = messageOf(err);
       return 'eval';
     }
+  }
+
+  // The engine this client settled on, logged once (again only if it
+  // changes): info, or one warning per client for a fall back to EVALSHA.
+  _announce(name) {
+    if (name === this._announced) return name;
+    this._announced = name;
+    try {
+      if (name === 'eval' && this.forced === null) {
+        if (!this._warnedEval) {
+          this._warnedEval = true;
+          this._warn(evalFallbackMessage(this._fallbackReason));
+        }
+      } else if (typeof this.logger.info === 'function') {
+        this.logger.info(
+          `redis-ratelimit-client: engine '${name}': ${ENGINE_DESCRIPTIONS[name]}${this.forced ? ' (forced by the engine option)' : ''}`,
+        );
+      }
+    } catch {
+      // a logger's failure must not fail the decision
+    }
+    return name;
+  }
+
+  _warn(message) {
+    const log = typeof this.logger.warn === 'function' ? this.logger.warn : this.logger.error;
+    if (typeof log === 'function') log.call(this.logger, message);
   }
 
   // COMMAND INFO rl.gcra: one nil for an unknown command. Allowed where MODULE
@@ -200,9 +268,7 @@ class Engine {
     if (this.callerClock) return;
     this.callerClock = true;
     try {
-      const log = typeof this.logger.warn === 'function' ? this.logger.warn : this.logger.error;
-      log.call(
-        this.logger,
+      this._warn(
         `redis-ratelimit-client: the server refuses TIME inside scripts (${reason}); ` +
           "the library's calls now carry this process's clock (NOW <unix_µs>): keep it NTP-synchronized",
       );
@@ -252,7 +318,9 @@ class Engine {
           } catch (loadErr) {
             // FUNCTION refused now (a failover to a server that refuses it): the EVAL form.
             if (this.forced !== null || !isReplyError(loadErr)) throw loadErr;
+            this._fallbackReason = messageOf(loadErr);
             this.name = engine = 'eval';
+            this._announce('eval');
           }
           continue;
         }

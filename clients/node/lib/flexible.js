@@ -80,7 +80,7 @@ const isLimiterLike = (l) => l != null && typeof l.consume === 'function';
  * `new RateLimiterRedisModule({ storeClient, points = 4, duration = 1, blockDuration = 0,
  *   keyPrefix = 'rlflx', algorithm = 'fixedWindow', align = 'first', timeoutMs = 250,
  *   insuranceLimiter, inMemoryBlockOnConsumed = 0, inMemoryBlockDuration = 0,
- *   engine = 'auto', clock = 'auto', logger = console })`
+ *   engine = 'auto', clock = 'auto', logger })`
  * `engine`, `clock`, `logger`: as RateLimit's; `limiter.engine` says which engine decides.
  * `points` per `duration` seconds; the default fixed window starts at the first
  * consume (RL.FIXEDWINDOW … ALIGN FIRST), as rate-limiter-flexible's does.

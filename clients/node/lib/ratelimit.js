@@ -4,6 +4,8 @@
 
 const { senderFor, primariesOf, withTimeout } = require('./client');
 const { Engine } = require('./engine');
+const { RateLimitResult, applyBlock } = require('./result');
+const concurrency = require('./concurrency');
 
 /**
  * Limit specifications, the same words as the commands' parameters (periods
@@ -101,63 +103,6 @@ function specFromPolicyWords(words) {
   }
 }
 
-const secondsUp = (ms) => Math.max(1, Math.ceil(ms / 1000));
-
-/**
- * One decision. `limited`: the request was refused (nothing was taken).
- * `limit`, `remaining`: tokens. `retryAfterMs`: -1 when allowed (for a leaky
- * bucket: the delay before doing the work), else the time until a request of
- * the same cost passes, or -1 if it never can (cost > limit). `resetAfterMs`:
- * the time until the limiter is full again. `which` (RL.ALL only): the 0-based
- * index of the binding limit in the list given (the module's 6th element - 1).
- */
-class RateLimitResult {
-  constructor(reply, { name = 'default', windowS, keys } = {}) {
-    if (!Array.isArray(reply) || reply.length < 5) {
-      throw new TypeError(`redis-ratelimit-client: unexpected reply ${JSON.stringify(reply)}`);
-    }
-    this.limited = Number(reply[0]) === 1;
-    this.limit = Number(reply[1]);
-    this.remaining = Number(reply[2]);
-    this.retryAfterMs = Number(reply[3]);
-    this.resetAfterMs = Number(reply[4]);
-    if (reply.length >= 6) {
-      this.which = Number(reply[5]) - 1;
-      if (keys) Object.defineProperty(this, 'whichKey', { value: keys[this.which], enumerable: false });
-    }
-    Object.defineProperty(this, 'name', { value: name, enumerable: false, writable: true });
-    Object.defineProperty(this, 'windowS', { value: windowS, enumerable: false, writable: true });
-  }
-
-  get allowed() {
-    return !this.limited;
-  }
-
-  /**
-   * The HTTP headers of this decision (draft-ietf-httpapi-ratelimit-headers-10):
-   *   RateLimit-Policy: "<name>";q=<limit>;w=<window s>   (w omitted when unknown)
-   *   RateLimit: "<name>";r=<remaining>;t=<s>   t: ceil(retryAfterMs/1000) on a refusal
-   *              that can pass later, else ceil(resetAfterMs/1000)
-   *   Retry-After: <s>   only when limited and retryAfterMs >= 0 (equal to t)
-   * `{ legacy: true }` adds X-RateLimit-Limit / -Remaining / -Reset (seconds from now).
-   */
-  headers({ name = this.name, legacy = false } = {}) {
-    const retryS = this.limited && this.retryAfterMs >= 0 ? secondsUp(this.retryAfterMs) : null;
-    const resetS = Math.ceil(this.resetAfterMs / 1000);
-    const h = {
-      'RateLimit-Policy': `"${name}";q=${this.limit}${this.windowS !== undefined ? `;w=${this.windowS}` : ''}`,
-      RateLimit: `"${name}";r=${this.remaining};t=${retryS ?? resetS}`,
-    };
-    if (retryS !== null) h['Retry-After'] = String(retryS);
-    if (legacy) {
-      h['X-RateLimit-Limit'] = String(this.limit);
-      h['X-RateLimit-Remaining'] = String(this.remaining);
-      h['X-RateLimit-Reset'] = String(resetS);
-    }
-    return h;
-  }
-}
-
 /** The option words: TOKENS n | REFUND n, PEEK, BLOCK seconds. */
 function optionArgs({ tokens, refund, peek, block } = {}, { allowBlock = true } = {}) {
   const args = [];
@@ -170,18 +115,6 @@ function optionArgs({ tokens, refund, peek, block } = {}, { allowBlock = true } 
     args.push('BLOCK', block);
   }
   return args;
-}
-
-/**
- * The refusal that sets a block reports the limiter's own retry time (the
- * block shows from the next call on): a caller told to come back then would
- * meet the block. So a refusal with `block` reports at least the block.
- */
-function applyBlock(result, { block, peek } = {}) {
-  if (!result.limited || peek || !(Number(block) > 0) || result.retryAfterMs < 0) return;
-  const blockMs = Math.ceil(Number(block) * 1000);
-  if (result.retryAfterMs < blockMs) result.retryAfterMs = blockMs;
-  if (result.resetAfterMs < blockMs) result.resetAfterMs = blockMs;
 }
 
 /**
@@ -210,16 +143,19 @@ function engineOptions({ timeoutMs = DEFAULT_TIMEOUT_MS, engine, clock, logger }
  * - `clock` (default 'auto'): whose clock the library reads — the server's
  *   (TIME), or the caller's (`NOW`) where the server refuses TIME in scripts
  *   (logged once to `logger.warn`); 'server' or 'caller' forces one;
- * - `logger` (default console).
+ * - `logger`: `logger.info` is told once which engine this client settled on;
+ *   `logger.warn` once of a fall back to EVALSHA (why, and the remedy). By
+ *   default warnings go to console.warn and the info line nowhere (pass
+ *   `logger: console` to see it).
  */
 class RateLimit {
-  constructor(client, { timeoutMs = DEFAULT_TIMEOUT_MS, engine = 'auto', clock = 'auto', logger = console, now } = {}) {
+  constructor(client, { timeoutMs = DEFAULT_TIMEOUT_MS, engine = 'auto', clock = 'auto', logger, now } = {}) {
     this.timeoutMs = timeoutMs;
     this._engine = new Engine(senderFor(client), { engine, clock, logger, now, primaries: primariesOf(client) });
     this.send = withTimeout((args) => this._engine.call(args), timeoutMs);
     this._ready = withTimeout(() => this._engine.ready(), timeoutMs);
     this._policyWindows = new Map(); // policy name -> { windowS, until }
-    this._logger = logger;
+    this._logger = logger ?? console;
   }
 
   /**
@@ -385,8 +321,7 @@ class RateLimit {
   }
 }
 
-module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, specFromPolicyWords, SPECS, optionArgs, applyBlock, DEFAULT_TIMEOUT_MS, engineOptions };
+// Concurrency limits (RL.CONCURRENCY): acquire() → Lease, renew(), release() (lib/concurrency.js).
+Object.assign(RateLimit.prototype, concurrency.methods);
 
-// Concurrency limits (RL.CONCURRENCY): acquire() → Lease, renew(), release()
-// (lib/concurrency.js, required after the exports it uses are set).
-Object.assign(RateLimit.prototype, require('./concurrency').methods);
+module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, specFromPolicyWords, SPECS, optionArgs, applyBlock, DEFAULT_TIMEOUT_MS, engineOptions };

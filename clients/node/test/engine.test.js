@@ -3,7 +3,7 @@
 // Functions library (loaded or replaced by the client), else EVALSHA; the
 // `engine` field; recovery after FUNCTION FLUSH / SCRIPT FLUSH; the caller's
 // clock where a server refuses TIME in scripts; a 3-primary cluster; the
-// embedded copy of functions/ratelimit.lua.
+// library read from functions/ratelimit.lua (no copy in the checkout).
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert');
 const fs = require('node:fs');
@@ -17,12 +17,11 @@ const { specFromPolicyWords } = require('../lib/ratelimit');
 
 const REPO_LIBRARY = path.join(__dirname, '..', '..', '..', 'functions', 'ratelimit.lua');
 
-test('lib/ratelimit.lua is functions/ratelimit.lua, byte for byte', () => {
-  const repo = fs.readFileSync(REPO_LIBRARY);
-  assert.ok(
-    fs.readFileSync(LIBRARY_PATH).equals(repo),
-    'the embedded library differs from the repository\'s: run `cp functions/ratelimit.lua clients/node/lib/ratelimit.lua` at the repository root',
-  );
+// The package commits no copy: in a checkout it reads the repository's file
+// (npm pack's prepack script copies it into the tarball: scripts/check-node-artifacts.sh).
+test('in a checkout the client reads functions/ratelimit.lua itself', () => {
+  assert.strictEqual(LIBRARY_PATH, REPO_LIBRARY);
+  assert.ok(!fs.existsSync(path.join(__dirname, '..', 'lib', 'ratelimit.lua')), 'a copy of the library is left in clients/node/lib');
   assert.match(LIBRARY_CODE, /^#!lua name=ratelimit\n/);
   assert.ok(Number.isInteger(LIBRARY_VERSION) && LIBRARY_VERSION >= 1);
 });
@@ -177,6 +176,72 @@ describe('engine choice and the engine field', () => {
       c.disconnect();
       await conn.close();
       await none.stop();
+    }
+  });
+
+  test('the engine settled on: logger.info once; a fall back to EVALSHA: one warning with why and the remedy', async () => {
+    const record = () => {
+      const lines = [];
+      return { lines, logger: { info: (m) => lines.push(['info', String(m)]), warn: (m) => lines.push(['warn', String(m)]), error: () => {} } };
+    };
+    const engineLines = (lines) => lines.filter(([, m]) => m.includes("engine '"));
+    for (const [port, engine] of [[withModule.port, 'module'], [plain.port, 'functions']]) {
+      const conn = await CLIENTS.ioredis.connect(port);
+      try {
+        const { lines, logger } = record();
+        const rl = new RateLimit(conn.client, { logger });
+        for (let i = 0; i < 3; i++) await rl.gcra(`log:${engine}`, 9, 1, 1);
+        const got = engineLines(lines);
+        assert.strictEqual(got.length, 1, JSON.stringify(lines));
+        assert.strictEqual(got[0][0], 'info');
+        assert.match(got[0][1], new RegExp(`engine '${engine}'`));
+      } finally {
+        await conn.close();
+      }
+    }
+    await redisCli(plain.port, 'FUNCTION', 'FLUSH');
+    await redisCli(plain.port, 'ACL', 'SETUSER', 'nofunction2', 'on', '>pw', '~*', '+@all', '-function');
+    const Redis = require('ioredis');
+    const c = new Redis({ host: '127.0.0.1', port: plain.port, username: 'nofunction2', password: 'pw', lazyConnect: true });
+    c.on('error', () => {});
+    await c.connect();
+    const warned = [];
+    const realWarn = console.warn;
+    try {
+      const { lines, logger } = record();
+      const rl = new RateLimit(c, { logger });
+      for (let i = 0; i < 5; i++) await rl.gcra('fallback', 9, 1, 1);
+      assert.strictEqual(rl.engine, 'eval');
+      const got = engineLines(lines);
+      assert.strictEqual(got.length, 1, JSON.stringify(lines));
+      assert.strictEqual(got[0][0], 'warn');
+      assert.match(got[0][1], /refused FUNCTION or FCALL \(.*no permissions to run the 'function/);
+      assert.match(got[0][1], /EVALSHA, about 3\.4x/);
+      assert.match(got[0][1], /an administrator loads the library once.*FCALL/);
+      // Without a logger: the warning goes to console.warn, the info line nowhere.
+      console.warn = (m) => warned.push(String(m));
+      const quiet = new RateLimit(c);
+      await quiet.gcra('fallback', 9, 1, 1);
+      await quiet.gcra('fallback', 9, 1, 1);
+      const plainConn = await CLIENTS.ioredis.connect(plain.port);
+      try {
+        await new RateLimit(plainConn.client).gcra('quiet', 9, 1, 1);
+      } finally {
+        await plainConn.close();
+      }
+      console.warn = realWarn;
+      assert.strictEqual(warned.length, 1, JSON.stringify(warned));
+      assert.match(warned[0], /engine 'eval'/);
+      // The remedy works: once an administrator loaded it, the same user calls it by FCALL.
+      await redisCli(plain.port, 'FUNCTION', 'LOAD', 'REPLACE', LIBRARY_CODE);
+      const { lines: after, logger: afterLogger } = record();
+      const remedied = new RateLimit(c, { logger: afterLogger });
+      await remedied.gcra('fallback', 9, 1, 1);
+      assert.strictEqual(remedied.engine, 'functions');
+      assert.deepStrictEqual(engineLines(after).map(([level]) => level), ['info']);
+    } finally {
+      console.warn = realWarn;
+      c.disconnect();
     }
   });
 

@@ -38,13 +38,15 @@ NO_SCRIPTS = [arg for command in ("FUNCTION", "FCALL", "FCALL_RO", "EVAL", "EVAL
               for arg in ("--rename-command", command, "")]
 
 
-def test_the_embedded_library_is_the_repository_file() -> None:
+def test_the_installed_package_carries_the_repository_file() -> None:
+    """make test-python installs the package with ``pip install ./clients/python``: its build hook
+    (hatch_build.py) copies the one library in (scripts/check-python-artifacts.sh checks the wheel
+    and the sdist)."""
     if not REPOSITORY_LIBRARY.exists():
         pytest.skip("not in the repository (an sdist): nothing to compare with")
-    embedded = LIBRARY_PATH.read_bytes()
-    assert embedded == REPOSITORY_LIBRARY.read_bytes(), (
-        f"the package's copy differs: cp {REPOSITORY_LIBRARY} "
-        "clients/python/src/redis_ratelimit/ratelimit.lua")
+    assert LIBRARY_PATH.read_bytes() == REPOSITORY_LIBRARY.read_bytes(), (
+        f"{LIBRARY_PATH} differs from {REPOSITORY_LIBRARY}: reinstall the package "
+        "(pip install ./clients/python)")
     assert LIBRARY_CODE.startswith("#!lua name=ratelimit\n")
 
 
@@ -206,6 +208,68 @@ def test_function_refused_by_acl_takes_the_evalsha_path(plain: RedisServer,
     assert libraries(p) == []
     with pytest.raises(redis.exceptions.ResponseError, match="function"):
         RateLimiter(c, engine="functions").gcra("acl2", 0, 1, 60)
+
+
+# ---------------------------------------------------------------- the engine logged once
+
+
+def engine_records(caplog: pytest.LogCaptureFixture) -> List[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "redis_ratelimit" and "engine" in r.getMessage()]
+
+
+def test_the_engine_settled_on_is_logged_once_at_info(p: redis.Redis, m: redis.Redis,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="redis_ratelimit"):
+        for c, engine in ((m, "module"), (p, "functions")):
+            caplog.clear()
+            rl = RateLimiter(c)
+            for _ in range(3):
+                rl.gcra("log", 9, 1, 1)
+            records = engine_records(caplog)
+            assert [(r.levelno, engine in r.getMessage()) for r in records] == [(logging.INFO, True)]
+        caplog.clear()
+        rl = RateLimiter(p, engine="eval")  # forced: INFO, not the fall back's WARNING
+        rl.gcra("log", 9, 1, 1)
+        rl.gcra("log", 9, 1, 1)
+        [record] = engine_records(caplog)
+        assert record.levelno == logging.INFO and "'eval'" in record.getMessage()
+        assert "forced" in record.getMessage()
+        caplog.clear()
+        arl = AsyncRateLimiter(redis.asyncio.Redis(port=p.connection_pool.connection_kwargs["port"]))
+
+        async def three() -> None:
+            for _ in range(3):
+                await arl.gcra("alog", 9, 1, 1)
+
+        asyncio.run(three())
+        [record] = engine_records(caplog)
+        assert record.levelno == logging.INFO and "'functions'" in record.getMessage()
+
+
+def test_a_fall_back_to_evalsha_is_one_warning_with_why_and_the_remedy(
+        plain: RedisServer, p: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    p.acl_setuser("nofunction", enabled=True, passwords=["+pw"], keys=["~*"],
+                  commands=["+@all", "-function"])
+    c = client(plain, username="nofunction", password="pw")
+    with caplog.at_level(logging.INFO, logger="redis_ratelimit"):
+        rl = RateLimiter(c)
+        for _ in range(5):
+            rl.gcra("fallback", 9, 1, 1)
+        assert rl.engine == "eval"
+        [record] = engine_records(caplog)
+        message = record.getMessage()
+        assert record.levelno == logging.WARNING
+        assert "EVALSHA" in message and "3.4x" in message
+        assert "no permissions to run the 'function" in message  # why: the server's own words
+        assert "administrator loads the library once" in message and "FCALL" in message
+        # The remedy works: once an administrator loaded it, the same user calls it by FCALL.
+        caplog.clear()
+        p.function_load(LIBRARY_CODE, replace=True)
+        rl = RateLimiter(c)
+        rl.gcra("fallback", 9, 1, 1)
+        assert rl.engine == "functions"
+        [record] = engine_records(caplog)
+        assert record.levelno == logging.INFO
 
 
 def test_no_engine_at_all_is_a_redis_error() -> None:

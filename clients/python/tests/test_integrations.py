@@ -20,7 +20,7 @@ from slowapi import Limiter, _rate_limit_exceeded_handler
 from slowapi.errors import RateLimitExceeded
 
 import redis_ratelimit  # noqa: F401  (registers redis+rl://)
-from tests.helpers import calls
+from tests.helpers import TEST_ENGINE, calls
 
 
 CLIENTS = 20
@@ -72,6 +72,8 @@ def test_flask_limiter(url, r, strategy, command) -> None:
     assert statuses.count(200) == LIMIT
     assert statuses.count(429) == CLIENTS - LIMIT
     assert calls(r, command) == before + CLIENTS
+    # Where the README says the engine is under flask-limiter.
+    assert limiter.storage.engine == TEST_ENGINE
 
 
 @pytest.mark.parametrize("strategy, command", STRATEGIES)
@@ -105,3 +107,5 @@ def test_slowapi(url, r, strategy, command) -> None:
     assert statuses.count(200) == LIMIT
     assert statuses.count(429) == CLIENTS - LIMIT
     assert calls(r, command) == before + CLIENTS
+    # Where the README says the engine is under slowapi.
+    assert limiter.limiter.storage.engine == TEST_ENGINE

@@ -1,5 +1,6 @@
 """The engine that decides (issue 31): the module's commands when the server has the module, else
-the Functions library (``functions/ratelimit.lua``, embedded as ``ratelimit.lua`` byte for byte),
+the Functions library (``functions/ratelimit.lua``, which the package carries as ``ratelimit.lua``
+byte for byte: copied in when the package is built, hatch_build.py),
 else the same code through ``EVALSHA``. Contract: docs/functions.md.
 
 Every command of ``_commands`` is written in the module's words (``RL.GCRA key …``);
@@ -36,8 +37,28 @@ __all__ = [
     "AsyncEngine",
 ]
 
-#: The embedded library: the file ``FUNCTION LOAD`` takes (first line ``#!lua name=ratelimit``).
-LIBRARY_PATH = Path(__file__).with_name("ratelimit.lua")
+
+def _library_path() -> Path:
+    """The repository's ``functions/ratelimit.lua`` when this is ``clients/python/src`` of a
+    checkout (``PYTHONPATH=src``, an editable install), else the library the package carries
+    (``redis_ratelimit/ratelimit.lua``, copied in when the package is built: hatch_build.py)."""
+    here = Path(__file__).resolve().parent
+    parents = list(here.parents)
+    if [p.name for p in parents[:3]] == ["src", "python", "clients"] and len(parents) > 3:
+        checkout = parents[3] / "functions" / "ratelimit.lua"
+        if checkout.is_file():
+            return checkout
+    packaged = here / "ratelimit.lua"
+    if packaged.is_file():
+        return packaged
+    raise RuntimeError(
+        f"redis-ratelimit-client: the package has no {packaged} (the Functions library): "
+        "reinstall it (pip install redis-ratelimit-client, or pip install ./clients/python "
+        "from a checkout of the repository)")
+
+
+#: The library: the file ``FUNCTION LOAD`` takes (first line ``#!lua name=ratelimit``).
+LIBRARY_PATH = _library_path()
 LIBRARY_CODE = LIBRARY_PATH.read_text(encoding="utf-8")
 #: The ``EVAL`` form: the same file without its first line; it dispatches on ``ARGV[1]``.
 EVAL_BODY = LIBRARY_CODE[LIBRARY_CODE.index("\n") + 1:]
@@ -56,6 +77,20 @@ LIBRARY_VERSION = _library_version(LIBRARY_CODE)
 
 #: The engines, in the order ``"auto"`` tries them.
 ENGINES = ("module", "functions", "eval")
+#: What the INFO line says of each engine (logger ``redis_ratelimit``).
+ENGINE_DESCRIPTIONS = {
+    "module": "the server has the redis-ratelimit module (RL.* commands)",
+    "functions": "the Functions library 'ratelimit' by FCALL (loaded where it was absent or older "
+                 f"than this package's version {LIBRARY_VERSION})",
+    "eval": "the Functions library's code by EVALSHA",
+}
+#: The WARNING of a fall back to ``EVALSHA`` (``%s``: the server's refusal).
+EVAL_FALLBACK = (
+    "redis-ratelimit: engine 'eval': the server refused FUNCTION or FCALL (%s), so the library's "
+    "code runs by EVALSHA, about 3.4x the instructions of FCALL. Remedy: an administrator loads "
+    "the library once (make load-functions REDIS_URL=..., or redis-cli -x FUNCTION LOAD REPLACE "
+    "< ratelimit.lua: docs/functions.md); users without FUNCTION then call it with FCALL"
+)
 #: Whose clock the library reads: ``"auto"`` (the server's, the caller's where the server
 #: refuses ``TIME`` in scripts), ``"server"``, ``"caller"``.
 CLOCKS = ("auto", "server", "caller")
@@ -239,7 +274,9 @@ class _Attempt:
         form, unless an engine was forced."""
         if self.state.forced is not None or not _reply_error(exc) or _not_now(exc):
             raise exc
+        self.state.fallback_reason = str(exc)
         self.state.name = self.engine = "eval"
+        self.state.announce("eval")
 
 
 class _State:
@@ -262,6 +299,29 @@ class _State:
         #: Grows with every load of the library: a caller that met "function not found" reloads
         #: only if nobody did since it sent.
         self.loads = 0
+        #: The engine last logged, and why the library's code runs by EVALSHA (the refusal).
+        self.announced: Optional[str] = None
+        self.fallback_reason: Optional[str] = None
+        self.warned_eval = False
+
+    def announce(self, name: str) -> str:
+        """Logs the engine this client settled on, once (again only if it changes: a failover to
+        a server without the module): at INFO, or at WARNING, once per client, for a fall back to
+        ``EVALSHA`` with why and the remedy. Returns ``name``."""
+        if name == self.announced:
+            return name
+        self.announced = name
+        try:
+            if name == "eval" and self.forced is None:
+                if not self.warned_eval:
+                    self.warned_eval = True
+                    self.logger.warning(EVAL_FALLBACK, self.fallback_reason)
+            else:
+                self.logger.info("redis-ratelimit: engine %r: %s%s", name, ENGINE_DESCRIPTIONS[name],
+                                 " (forced by the engine option)" if self.forced else "")
+        except Exception:  # pragma: no cover - a logger's failure must not fail the decision
+            pass
+        return name
 
     def use_caller_clock(self, reason: str) -> None:
         if self.caller_clock:
@@ -280,6 +340,7 @@ class _State:
         """The engine when loading the library failed with ``exc``: ``"eval"``, or raise."""
         if self.forced == "functions" or not _reply_error(exc) or _not_now(exc):
             raise exc
+        self.fallback_reason = str(exc)
         return "eval"
 
 
@@ -330,12 +391,12 @@ class SyncEngine:
     def ready(self) -> str:
         """The engine in use, found now if not yet (loading the library if needed)."""
         name = self.state.name
-        if name is not None:
+        if name is not None and name == self.state.announced:
             return name
         with self._lock:
             if self.state.name is None:
                 self.state.name = self._detect()
-            return self.state.name
+            return self.state.announce(self.state.name)
 
     def _detect(self) -> str:
         targets = self._targets()
@@ -461,12 +522,12 @@ class AsyncEngine:
     async def ready(self) -> str:
         """The engine in use, found now if not yet (loading the library if needed)."""
         name = self.state.name
-        if name is not None:
+        if name is not None and name == self.state.announced:
             return name
         async with self._lock():
             if self.state.name is None:
                 self.state.name = await self._detect()
-            return self.state.name
+            return self.state.announce(self.state.name)
 
     async def _detect(self) -> str:
         targets = await self._targets()

@@ -76,6 +76,7 @@ from typing import (
 import redis.exceptions
 
 from ._core import Concurrency, Decision, Limit, Policy
+from ._refusal import Refusal
 from .concurrency import (
     AsyncConcurrencyLease,
     AsyncLeaseLimiter,
@@ -196,28 +197,6 @@ class Rule:
         if self._regex is not None:
             return self._regex.match(request.path) is not None
         return request.path.startswith(self.path)
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A refused request: ``status`` 429 (limited; ``decision`` says until when) or 503 (Redis
-    failed and the rule fails closed; ``decision`` is ``None``), the response ``headers``, the
-    ``rule``'s name, and whether the denial cache answered (``cached``)."""
-
-    status: int
-    headers: Mapping[str, str]
-    rule: str
-    decision: Optional[Decision] = None
-    cached: bool = False
-
-    @property
-    def reason(self) -> str:
-        return "Too Many Requests" if self.status == 429 else "Service Unavailable"
-
-    @property
-    def body(self) -> bytes:
-        """The default body, ``text/plain``."""
-        return f"{self.reason}\n".encode()
 
 
 Rendered = Tuple[int, Mapping[str, str], bytes]

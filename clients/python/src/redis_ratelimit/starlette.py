@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from starlette.exceptions import HTTPException
 
-from .middleware import Refusal
+from ._refusal import Refusal
 
 __all__ = ["RateLimitRefused", "RateLimitExceeded", "RateLimiterUnavailable", "exception_for"]
 
