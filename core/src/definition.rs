@@ -12,7 +12,9 @@ use crate::algorithm::policy::{
     is_dumpable_word, is_valid_name, lines, soft_count, SOFT_PERCENT_MAX, SOFT_PERCENT_MIN,
 };
 use crate::error::{Error, PolicyName, Result};
-use crate::limit::{is_keyword, Args, Count, Kind, Limit, LocalBounds, Modes, Origin, Word};
+use crate::limit::{
+    is_keyword, misplaced_zone, Args, Count, Kind, Limit, LocalBounds, Modes, Origin, Word,
+};
 
 /// Reads the words of a definition as arguments of a command.
 pub trait ReadWords {
@@ -116,6 +118,9 @@ pub fn define<R: ReadWords>(
                 modes.block_us = Some(args.seconds_as_us(i + 1, "BLOCK")?);
                 block = Some(i + 1);
                 i += 2;
+            } else if matches!(limit, Limit::FixedWindow(fw) if fw.calendar_window().is_none()) {
+                // `TZ` after a window in seconds says so.
+                return Err(misplaced_zone(word, Error::PolicySyntax));
             } else {
                 return Err(Error::PolicySyntax);
             }

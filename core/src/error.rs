@@ -107,7 +107,9 @@ pub enum Error {
 
     /// `ALIGN FIRST` with a calendar window (whose windows start at its
     /// boundaries).
-    #[error("ERR ALIGN FIRST takes a window in seconds: a calendar window starts at its boundaries")]
+    #[error(
+        "ERR ALIGN FIRST takes a window in seconds: a calendar window starts at its boundaries"
+    )]
     AlignFirstCalendar,
 
     /// `RL.ALL` with the same key twice.

@@ -38,6 +38,7 @@ const UTC: Zone = Zone::Offset(0);
 mod keyword;
 mod zone;
 pub use keyword::is_keyword;
+pub use zone::misplaced_zone;
 
 /// One argument, as the grammar reads it. Copy, and borrowing its bytes for
 /// `'a` (the call).

@@ -162,13 +162,12 @@ impl FixedWindow {
         self.align
     }
 
-    /// The window that counts at `now_us` for `state` (its start, count and
-    /// end): the stored one while it is open (or when it lies ahead of now:
-    /// the clock stepped back), else a new one with nothing counted.
+    /// The window that counts at `now_us` for `state` (its start and count):
+    /// the stored one while it is open (or when it lies ahead of now: the
+    /// clock stepped back), else a new one with nothing counted.
     ///
     /// Errors: [`Error::AlignMismatch`] for a state of the other alignment.
-    #[inline]
-    fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, i64)> {
+    fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
         let first = self.align == Align::First;
         if let Some(s) = state {
             if s.first != first {
@@ -177,18 +176,10 @@ impl FixedWindow {
                 });
             }
         }
-        let (start_us, count) = match (self.align, state) {
+        Ok(match (self.align, state) {
             // The clock stepped back: the stored (later) window keeps counting.
             (_, Some(s)) if s.window_start_us > now_us => (s.window_start_us, s.count),
             (Align::Epoch, _) => {
-                if let Some(calendar) = self.calendar {
-                    let (start_us, end_us) = calendar.window_us(now_us)?;
-                    let count = match state {
-                        Some(s) if s.window_start_us == start_us => s.count,
-                        _ => 0,
-                    };
-                    return Ok((start_us, count, end_us));
-                }
                 let current_start_us = window_start(now_us, self.window_us)?;
                 match state {
                     Some(s) if s.window_start_us == current_start_us => (current_start_us, s.count),
@@ -203,17 +194,52 @@ impl FixedWindow {
                 (s.window_start_us, s.count)
             }
             (Align::First, _) => (now_us, 0),
-        };
-        Ok((start_us, count, self.end_us(start_us)?))
+        })
     }
 
-    /// The end of the window starting at `start_us`: `window` later, or a
-    /// calendar window's next boundary.
-    #[inline]
-    fn end_us(&self, start_us: i64) -> Result<i64> {
+    /// The window that counts at `now_us` (its start, count and end): for a
+    /// calendar window, the one of its boundaries (or a stored later one:
+    /// the clock stepped back); else [`FixedWindow::counted`]'s, `window`
+    /// long.
+    #[inline(always)]
+    fn counted_window(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, i64)> {
         match self.calendar {
-            None => start_us.checked_add(self.window_us).ok_or(Error::Overflow),
-            Some(calendar) => Ok(calendar.window_us(start_us)?.1),
+            None => {
+                let (start_us, count) = self.counted(state, now_us)?;
+                let end_us = start_us
+                    .checked_add(self.window_us)
+                    .ok_or(Error::Overflow)?;
+                Ok((start_us, count, end_us))
+            }
+            Some(calendar) => counted_calendar(calendar, state, now_us),
+        }
+    }
+}
+
+/// [`FixedWindow::counted_window`] of a calendar window (aligned to its
+/// boundaries: a state of `ALIGN FIRST` is the other alignment's).
+#[inline(never)]
+fn counted_calendar(
+    calendar: Calendar,
+    state: Option<WindowCount>,
+    now_us: i64,
+) -> Result<(i64, i64, i64)> {
+    if state.is_some_and(|s| s.first) {
+        return Err(Error::AlignMismatch { stored: "FIRST" });
+    }
+    match state {
+        // The clock stepped back: the stored (later) window keeps counting.
+        Some(s) if s.window_start_us > now_us => {
+            let end_us = calendar.window_us(s.window_start_us)?.1;
+            Ok((s.window_start_us, s.count, end_us))
+        }
+        _ => {
+            let (start_us, end_us) = calendar.window_us(now_us)?;
+            let count = match state {
+                Some(s) if s.window_start_us == start_us => s.count,
+                _ => 0,
+            };
+            Ok((start_us, count, end_us))
         }
     }
 }
@@ -255,7 +281,7 @@ impl Algorithm for FixedWindow {
         now_us: i64,
         cost: i64,
     ) -> Result<Outcome<WindowCount>> {
-        let (start_us, count, window_end_us) = self.counted(state, now_us)?;
+        let (start_us, count, window_end_us) = self.counted_window(state, now_us)?;
         let to_end_us = sub(window_end_us, now_us)?;
         let decision = |limited, count: i64, retry_after_us| Decision {
             limited,
@@ -301,7 +327,7 @@ impl Algorithm for FixedWindow {
         let Some(s) = state else {
             return refunded(self, None, now_us, RefundWrite::Nothing);
         };
-        let (start_us, count, end_us) = self.counted(Some(s), now_us)?;
+        let (start_us, count, end_us) = self.counted_window(Some(s), now_us)?;
         let count = if start_us == s.window_start_us {
             count
         } else {

@@ -177,10 +177,7 @@ fn calendar_definitions_keep_their_zone_and_round_trip() {
             "fixedwindow 500 day tz Europe/Paris SHADOW",
             "FIXEDWINDOW 500 day TZ Europe/Paris SHADOW",
         ),
-        (
-            "FIXEDWINDOW 10 WEEK BLOCK 60 TZ -03:30",
-            "",
-        ),
+        ("FIXEDWINDOW 10 WEEK BLOCK 60 TZ -03:30", ""),
         (
             "FIXEDWINDOW 10 YEAR TZ +05:45 SOFT 50 BLOCK 60",
             "FIXEDWINDOW 10 YEAR TZ +05:45 SOFT 50 BLOCK 60",
@@ -204,7 +201,11 @@ fn calendar_definitions_keep_their_zone_and_round_trip() {
         );
     }
     // SOFT scales the limit and keeps the zone.
-    let soft = def("FIXEDWINDOW 10 YEAR TZ Asia/Kathmandu SOFT 50", Origin::Client).unwrap();
+    let soft = def(
+        "FIXEDWINDOW 10 YEAR TZ Asia/Kathmandu SOFT 50",
+        Origin::Client,
+    )
+    .unwrap();
     let Limit::FixedWindow(fw) = soft.rule.unwrap().limit else {
         panic!("a fixed window");
     };

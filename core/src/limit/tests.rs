@@ -237,10 +237,18 @@ fn a_calendar_window_takes_a_zone_right_after_it() {
                 _ => panic!("{text}"),
             })
     };
-    let month_in = |zone| Some(Calendar { unit: Unit::Month, zone });
+    let month_in = |zone| {
+        Some(Calendar {
+            unit: Unit::Month,
+            zone,
+        })
+    };
     assert_eq!(zoned("FIXEDWINDOW 10 60"), Ok((None, 2)));
     assert_eq!(zoned("FIXEDWINDOW 10 60 TOKENS 2"), Ok((None, 2)));
-    assert_eq!(zoned("FIXEDWINDOW 10 month"), Ok((month_in(Zone::Offset(0)), 2)));
+    assert_eq!(
+        zoned("FIXEDWINDOW 10 month"),
+        Ok((month_in(Zone::Offset(0)), 2))
+    );
     assert_eq!(
         zoned("FIXEDWINDOW 10 MONTH tz Europe/Paris PEEK"),
         Ok((month_in(Zone::Named("Europe/Paris")), 4))
@@ -249,7 +257,13 @@ fn a_calendar_window_takes_a_zone_right_after_it() {
         zoned("FIXEDWINDOW 10 MONTH TZ -05:00"),
         Ok((month_in(Zone::Offset(-18_000)), 4))
     );
-    assert_eq!(zoned("FIXEDWINDOW 10 60 TZ UTC"), Err(Error::ZoneWithoutCalendar));
+    // A window in seconds leaves `TZ` to its caller, which says what it is.
+    assert_eq!(zoned("FIXEDWINDOW 10 60 TZ UTC"), Ok((None, 2)));
+    assert_eq!(
+        misplaced_zone(b"tz", Error::Syntax),
+        Error::ZoneWithoutCalendar
+    );
+    assert_eq!(misplaced_zone(b"TZX", Error::Syntax), Error::Syntax);
     assert_eq!(zoned("FIXEDWINDOW 10 MONTH TZ"), Err(Error::Syntax));
     assert_eq!(
         zoned("FIXEDWINDOW 10 MONTH TZ Nowhere"),

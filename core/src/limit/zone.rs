@@ -21,14 +21,17 @@ impl Kind {
     ) -> Result<(Limit, usize)> {
         let limit = self.parse(args, at, bounds)?;
         let taken = self.params();
+        // Only a calendar window reads a word more: a window in seconds
+        // followed by `TZ` meets it where its caller reads on
+        // ([`misplaced_zone`]).
         let Limit::FixedWindow(fw) = limit else {
             return Ok((limit, taken));
         };
+        if fw.calendar_window().is_none() {
+            return Ok((limit, taken));
+        }
         match args.bytes(at + taken) {
             Ok(word) if is_keyword(word, b"TZ") => {
-                if fw.calendar_window().is_none() {
-                    return Err(Error::ZoneWithoutCalendar);
-                }
                 let zone = Zone::parse(args.bytes(at + taken + 1)?)?;
                 let fw = fw.in_zone(zone).ok_or(Error::ZoneWithoutCalendar)?;
                 Ok((Limit::FixedWindow(fw), taken + 2))
@@ -38,3 +41,14 @@ impl Kind {
     }
 }
 
+/// The error for a word a caller could not read after a limit: `TZ` (after
+/// a window in seconds, since a calendar window takes its zone itself) is
+/// [`Error::ZoneWithoutCalendar`]; anything else `otherwise`.
+#[cold]
+pub fn misplaced_zone(word: &[u8], otherwise: Error) -> Error {
+    if is_keyword(word, b"TZ") {
+        Error::ZoneWithoutCalendar
+    } else {
+        otherwise
+    }
+}

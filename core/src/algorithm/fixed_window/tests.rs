@@ -85,7 +85,10 @@ fn align_first_windows_start_at_the_first_request() {
 fn aligned_first_is_first() {
     let epoch = FixedWindow::new(2, S).unwrap();
     assert_eq!(epoch.align(), Align::Epoch);
-    assert_eq!(epoch.aligned_first().unwrap(), FixedWindow::first(2, S).unwrap());
+    assert_eq!(
+        epoch.aligned_first().unwrap(),
+        FixedWindow::first(2, S).unwrap()
+    );
     assert_eq!(epoch.aligned_first().unwrap().align(), Align::First);
 }
 
@@ -252,7 +255,14 @@ fn a_full_calendar_window_refuses_until_its_boundary_and_admits_after_it() {
             (at(-S), 1, false, 0, None, S),
             (at(-1), 1, true, 0, Some(1), 1),
             (at(0), 1, false, 1, None, 24 * 3_600 * S),
-            (at(1), 2, true, 1, Some(24 * 3_600 * S - 1), 24 * 3_600 * S - 1),
+            (
+                at(1),
+                2,
+                true,
+                1,
+                Some(24 * 3_600 * S - 1),
+                24 * 3_600 * S - 1,
+            ),
         ],
     );
     // The state a calendar window stores is the epoch-aligned window's
