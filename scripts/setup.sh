@@ -6,7 +6,8 @@
 # (no apt, no network) and takes a few milliseconds. `make setup`, `make run`, `make test` and
 # `.ci/run` call it; the package lists below are the only ones in the project.
 #
-#   core      (default) the build and `make test`: libclang for bindgen, redis-server, redis-cli
+#   core      (default) the build, `make test` and `make lint`: libclang for bindgen, redis-server,
+#             redis-cli, python3
 #   examples  `make test-examples`: Python 3 with redis-py, Node.js with npm
 #   node      `make test-node`: Node.js 18+ with npm (clients/node)
 #   memcheck  `make test-memcheck`, `make callgrind`, `make bench-gate`: valgrind, python3
@@ -64,6 +65,7 @@ check_core() {
   command -v redis-server >/dev/null 2>&1 ||
     need redis-server "make run and the integration tests start redis-server with the module"
   command -v redis-cli >/dev/null 2>&1 || need redis-tools "redis-cli, for make run's port check and the README's examples"
+  command -v python3 >/dev/null 2>&1 || need python3 "make lint's import-circle check (scripts/import-circles.py)"
   # servers.sh (make compat) unpacks Valkey with dpkg-deb and builds Redis 8.0 with pkg-config.
   command -v pkg-config >/dev/null 2>&1 || need pkg-config "make compat builds Redis 8.0 from source"
   [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] ||

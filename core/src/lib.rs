@@ -8,6 +8,7 @@
 //!   options as commands, `RL.ALL` and policies spell them) and its parse;
 //! * [`definition`] — policy definitions and their `DUMP` / `LOAD` text;
 //! * [`error`] — every error a command can reply with, in one place;
+//! * [`keyword`] — the grammar's keywords, compared without regard to case;
 //! * [`time`] — the units (`i64` µs) and their conversions;
 //! * [`calendar`] — calendar windows (`DAY` … `YEAR`) in a time zone.
 //!
@@ -22,5 +23,6 @@ pub mod algorithm;
 pub mod calendar;
 pub mod definition;
 pub mod error;
+pub mod keyword;
 pub mod limit;
 pub mod time;

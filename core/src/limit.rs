@@ -35,9 +35,8 @@ use crate::time::seconds_to_us;
 /// A calendar window's zone without `TZ`.
 const UTC: Zone = Zone::Offset(0);
 
-mod keyword;
 mod zone;
-pub use keyword::is_keyword;
+pub use crate::keyword::is_keyword;
 pub use zone::misplaced_zone;
 
 /// One argument, as the grammar reads it. Copy, and borrowing its bytes for

@@ -155,7 +155,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
                 let allowed = !answer.decision.limited && !options.peek;
                 for (i, found) in policies {
                     if let Some(p) = planned.get(*i) {
-                        found.stats.record_limit(p, allowed, answer.taken);
+                        found.stats.record_limit(p.outcome(), allowed, answer.taken);
                     }
                 }
             }

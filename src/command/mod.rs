@@ -7,8 +7,8 @@
 //! error is replied before anything is written.
 
 pub mod all;
+mod answer;
 pub mod args;
-mod checked_zset;
 pub mod concurrency;
 #[cfg(debug_assertions)]
 pub mod debug;
@@ -17,7 +17,6 @@ pub mod docs;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
-pub mod lease_set;
 pub mod policy;
 pub mod policy_aof;
 pub mod policy_limit;
@@ -27,6 +26,7 @@ pub mod settings;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod stats;
+mod store;
 pub mod throttle;
 pub mod token_bucket;
 
@@ -40,6 +40,7 @@ use crate::server::registry::{self, EntryPoint};
 use crate::server::string::Arg;
 use crate::server::{self, aof, config, effects, info, rdb, reply, Ctx};
 use crate::time::ceil_ms;
+pub use answer::Answer;
 use args::Args;
 
 /// The unit of the two durations in a reply.
@@ -99,49 +100,6 @@ pub struct Spec {
     pub handler: fn(Ctx, &Args) -> Result<Answer>,
     /// Its statistics (`INFO ratelimit`).
     pub stats: &'static stats::CommandStats,
-}
-
-/// What a command replies: the five integers of a decision, and for
-/// `RL.ALL` a sixth, the binding limit's 1-based position; and what its
-/// statistics count.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    pub decision: Decision,
-    pub position: Option<i64>,
-    /// Refused by a block in force.
-    pub blocked: bool,
-    /// Tokens taken (0 when limited, for `PEEK` and for refunds).
-    pub taken: i64,
-    /// A `SHADOW` policy would have refused the call (which it allowed).
-    pub shadow_limited: bool,
-    /// A `SOFT` policy admitted the call beyond its nominal limit.
-    pub soft_over: bool,
-    /// `RL.ALL … WITHLIMITS`: every limit's own decision, in order, replied
-    /// after the six integers (empty otherwise).
-    pub each: Vec<Decision>,
-}
-
-impl Answer {
-    pub fn new(
-        decision: Decision,
-        position: Option<i64>,
-        blocked: bool,
-        options: &decide::Options,
-    ) -> Self {
-        let taken = match options.op {
-            decide::Op::Take(n) if !decision.limited && !options.peek => n,
-            _ => 0,
-        };
-        Self {
-            decision,
-            position,
-            blocked,
-            taken,
-            shadow_limited: false,
-            soft_over: false,
-            each: Vec::new(),
-        }
-    }
 }
 
 /// The handler of a command that is one limit of the grammar followed by

@@ -8,10 +8,22 @@
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::decide::Planned;
-use super::Answer;
+use super::answer::Answer;
 use crate::algorithm::concurrency::LeaseOp;
 use crate::server::info::InfoWriter;
+
+/// What one limit of a call did, as its policy's line counts it.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitOutcome {
+    /// This limit refused the call.
+    pub limited: bool,
+    /// Refused by a block in force.
+    pub blocked: bool,
+    /// A `SHADOW` limit that would have refused the call.
+    pub shadow_limited: bool,
+    /// A `SOFT` limit that admits it beyond its nominal limit.
+    pub soft_over: bool,
+}
 
 /// The counters of one command or one policy.
 pub struct CommandStats {
@@ -71,7 +83,7 @@ impl CommandStats {
     /// call allowed (it took `taken` tokens), or refused by this limit; a
     /// call refused by another limit only counts here as `shadow_limited`
     /// when this limit is a shadow that would have refused it too.
-    pub fn record_limit(&self, limit: &Planned, call_allowed: bool, taken: i64) {
+    pub fn record_limit(&self, limit: LimitOutcome, call_allowed: bool, taken: i64) {
         if call_allowed {
             self.allowed.fetch_add(1, Ordering::Relaxed);
             // A shadow limit that would have refused took nothing.
@@ -79,7 +91,7 @@ impl CommandStats {
                 let taken = u64::try_from(taken).unwrap_or(0);
                 self.tokens.fetch_add(taken, Ordering::Relaxed);
             }
-        } else if limit.decision.limited {
+        } else if limit.limited {
             self.limited.fetch_add(1, Ordering::Relaxed);
             Self::count(&self.blocked, limit.blocked);
         }

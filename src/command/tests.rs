@@ -35,7 +35,7 @@ fn replies_round_durations_up_and_mark_never_with_minus_one() {
 
 #[test]
 fn lease_slot_members() {
-    use super::concurrency::split_member;
+    use super::store::lease_set::split_member;
     assert_eq!(split_member(b"1:job"), Some((1, &b"job"[..])));
     assert_eq!(split_member(b"12:a:b"), Some((12, &b"a:b"[..])));
     assert_eq!(split_member(b"100000:x"), Some((100_000, &b"x"[..])));

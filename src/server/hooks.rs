@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use super::info::InfoWriter;
+use super::info_writer::InfoWriter;
 use super::string::Arg;
 use super::Ctx;
 

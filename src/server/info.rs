@@ -61,54 +61,7 @@ pub fn replication(ctx: Ctx) -> Option<Replication> {
     })
 }
 
-/// Writes fields into the module's `INFO` section (see [`register_info`]).
-pub struct InfoWriter {
-    raw: *mut RedisModuleInfoCtx,
-}
-
-impl InfoWriter {
-    /// Adds `name:field=value,…` (the server prefixes the module's name), the
-    /// shape of `INFO commandstats` lines.
-    pub fn dict(&mut self, name: &CStr, fields: &[(&CStr, u64)]) {
-        let (Some(begin), Some(add), Some(end)) = (
-            api_fn!(RedisModule_InfoBeginDictField),
-            api_fn!(RedisModule_InfoAddFieldULongLong),
-            api_fn!(RedisModule_InfoEndDictField),
-        ) else {
-            return;
-        };
-        // SAFETY: the info context of the current callback; the name is a
-        // NUL-terminated string.
-        if unsafe { begin(self.raw, name.as_ptr()) } != OK {
-            return;
-        }
-        for (field, value) in fields {
-            // SAFETY: as above, inside the dict field just begun.
-            unsafe { add(self.raw, field.as_ptr(), *value) };
-        }
-        // SAFETY: ends the dict field begun above.
-        unsafe { end(self.raw) };
-    }
-
-    /// Adds `name:text` (the server prefixes the module's name).
-    pub fn text(&mut self, name: &CStr, text: &CStr) {
-        // SAFETY: a plain read of a function pointer set at load.
-        if let Some(add) = unsafe { raw::RedisModule_InfoAddFieldCString } {
-            // SAFETY: the info context of the current callback; both are
-            // NUL-terminated strings, which the server copies.
-            unsafe { add(self.raw, name.as_ptr(), text.as_ptr()) };
-        }
-    }
-
-    /// Adds `name:value` (the server prefixes the module's name).
-    pub fn field(&mut self, name: &CStr, value: u64) {
-        // SAFETY: a plain read of a function pointer set at load.
-        if let Some(add) = unsafe { raw::RedisModule_InfoAddFieldULongLong } {
-            // SAFETY: the info context of the current callback.
-            unsafe { add(self.raw, name.as_ptr(), value) };
-        }
-    }
-}
+pub use super::info_writer::InfoWriter;
 
 /// Registers the module's `INFO` section, written by
 /// [`super::hooks::Hooks::write_info`] (at load).

@@ -21,6 +21,7 @@ pub mod config;
 pub mod effects;
 pub mod hooks;
 pub mod info;
+mod info_writer;
 pub mod key;
 pub mod load;
 pub mod rdb;

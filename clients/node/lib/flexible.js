@@ -74,6 +74,9 @@ class BlockedKeys {
   }
 }
 
+/** The longest BLOCK (366 days): block(key, 0), for ever in rate-limiter-flexible. */
+const MAX_BLOCK_S = 31_622_400;
+
 const isLimiterLike = (l) => l != null && typeof l.consume === 'function';
 
 /**
@@ -225,6 +228,16 @@ class RateLimiterRedisModule {
       return this._insured(err, 'consume', [key, points, options]);
     }
     const res = RateLimiterRedisModule.toRes(result, points);
+    if (result.limited && result.retryAfterMs < 0 && this.blockDuration > 0) {
+      // More points than the limiter holds: refused for good, so no BLOCK was
+      // set; rate-limiter-flexible blocks the key for blockDuration.
+      try {
+        await this.block(key, this.blockDuration);
+      } catch (err) {
+        return this._insured(err, 'consume', [key, points, options]);
+      }
+      res.msBeforeNext = Math.ceil(this.blockDuration * 1000);
+    }
     this._afterDecision(rlKey, result, res);
     if (result.limited) throw res;
     return res;
@@ -241,17 +254,23 @@ class RateLimiterRedisModule {
   }
 
   /**
-   * Blocks the key for `secDuration` seconds: takes what is left, then a
-   * refused call with BLOCK locks it out (two commands; the module blocks
-   * only a limiter that refuses).
+   * Blocks the key for exactly `secDuration` seconds, then it is fresh, as
+   * rate-limiter-flexible's block (which sets the key to points + 1 for that
+   * long): the key deleted, every point taken, a refused call with BLOCK
+   * secDuration, the points given back (REFUND) under the block. Four
+   * commands, not atomic: a consume between them is refused. `secDuration`
+   * 0 (rate-limiter-flexible: for ever) blocks for the longest a BLOCK may
+   * last, 366 days.
    */
   async block(key, secDuration, options = {}) {
     const k = this.getKey(key);
-    const opts = { tokens: this.points, block: secDuration };
+    const seconds = Number(secDuration) > 0 ? secDuration : MAX_BLOCK_S;
     try {
-      let result = await this.limiter.check(k, this.spec, opts);
-      if (!result.limited) result = await this.limiter.check(k, this.spec, opts);
-      return new RateLimiterRes(0, Math.max(result.retryAfterMs, Math.ceil(secDuration * 1000)), this.points + 1, false);
+      await this.limiter.reset(k);
+      await this.limiter.check(k, this.spec, { tokens: this.points });
+      await this.limiter.check(k, this.spec, { block: seconds });
+      await this.limiter.check(k, this.spec, { refund: this.points });
+      return new RateLimiterRes(0, Number(secDuration) > 0 ? Math.ceil(secDuration * 1000) : -1, this.points + 1, false);
     } catch (err) {
       return this._insured(err, 'block', [key, secDuration, options]);
     }

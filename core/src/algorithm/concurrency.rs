@@ -30,7 +30,7 @@ pub enum LeaseOp {
 impl LeaseOp {
     /// The keyword (any case) of an operation; `None` for anything else.
     pub fn of(word: &[u8]) -> Option<Self> {
-        use crate::limit::is_keyword;
+        use crate::keyword::is_keyword;
         if is_keyword(word, b"ACQUIRE") {
             Some(Self::Acquire)
         } else if is_keyword(word, b"RENEW") {

@@ -1,14 +1,14 @@
 //! A request's limits as `RL.ALL` calls: normally one; more for shadow
-//! rules, other Redis Cluster slots, other hits, or a key named twice. The
+//! rules, other Redis Cluster slots, other hits, a key named twice, or more
+//! than 64 keys (one call's bound: each call is atomic by itself). The
 //! enforced calls are sent at once (one round trip however many slots);
 //! when one refuses, those that took are refunded (at once, too). Shadow
 //! rules are decided after them: they take hits only from admitted requests.
 
 use futures_util::future::try_join_all;
 
-use super::headers::op_for;
 use super::Shared;
-use crate::backend::{BackendError, LimitReply, Op};
+use crate::backend::{BackendError, LimitReply, Op, MAX_TOKENS};
 use crate::config::Match;
 
 /// One descriptor's matched, enforced or shadow limit.
@@ -33,6 +33,11 @@ pub(super) struct Outcome {
 /// One call: `(shadow, slot, hits)` and its limits (indexes into `active`).
 type Group = ((bool, u16, u64), Vec<usize>);
 
+/// The most keys one `RL.ALL` takes (the module's and the library's
+/// `numkeys` bound): a request with more is decided in several calls, as
+/// one across slots is.
+pub(super) const MAX_KEYS: usize = 64;
+
 /// The calls one request needs.
 pub(super) fn plan(active: &[Active]) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
@@ -43,16 +48,27 @@ pub(super) fn plan(active: &[Active]) -> Vec<Group> {
         let g = (a.m.rule.shadow_mode, a.slot, a.hits);
         // A key named twice (the same descriptor twice, or values sharing a
         // wildcard's threshold) takes its hits twice: in another call, as
-        // `RL.ALL` names each key once.
-        match groups
-            .iter_mut()
-            .find(|(k, members)| *k == g && members.iter().all(|&m| active[m].key != a.key))
-        {
+        // `RL.ALL` names each key once. A call holds at most 64 keys.
+        match groups.iter_mut().find(|(k, members)| {
+            *k == g && members.len() < MAX_KEYS && members.iter().all(|&m| active[m].key != a.key)
+        }) {
             Some((_, members)) => members.push(i),
             None => groups.push((g, vec![i])),
         }
     }
     groups
+}
+
+/// The operation for a descriptor's hits: 0 checks only; more than the
+/// module's `TOKENS` takes (2^63 − 1, more than any limit) is sent as that,
+/// which every limit refuses: a hit count too large is over the limit,
+/// never an error.
+fn op_for(hits: u64) -> Op {
+    if hits == 0 {
+        Op::Peek
+    } else {
+        Op::Take(hits.min(MAX_TOKENS))
+    }
 }
 
 /// `RL.ALL` over one group's limits.

@@ -1,11 +1,10 @@
-//! What a decision becomes on the wire: the IETF RateLimit headers, the
-//! protobuf durations, and the `RL.ALL` option for a request's hits.
+//! What a decision becomes on the wire: the IETF RateLimit headers and the
+//! protobuf durations.
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 
 use super::calls::Active;
-use crate::backend::{Op, MAX_TOKENS};
 use crate::config::Unit;
 
 /// The IETF `RateLimit-Policy` and `RateLimit` headers
@@ -52,17 +51,5 @@ pub(super) fn duration_ms(ms: i64) -> envoy_types::pb::google::protobuf::Duratio
     envoy_types::pb::google::protobuf::Duration {
         seconds: ms / 1000,
         nanos: ((ms % 1000) * 1_000_000) as i32,
-    }
-}
-
-/// The operation for a descriptor's hits: 0 checks only; more than the
-/// module's `TOKENS` takes (2^63 − 1, more than any limit) is sent as that,
-/// which every limit refuses: a hit count too large is over the limit,
-/// never an error.
-pub(super) fn op_for(hits: u64) -> Op {
-    if hits == 0 {
-        Op::Peek
-    } else {
-        Op::Take(hits.min(MAX_TOKENS))
     }
 }

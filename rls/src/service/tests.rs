@@ -50,6 +50,12 @@ impl Limiter for Mock {
         if self.fail {
             return Err(BackendError::Reply("connection refused".into()));
         }
+        // The module's (and the library's) bound on one call's keys.
+        if limits.is_empty() || limits.len() > 64 {
+            return Err(BackendError::Reply(
+                "ERR numkeys must be >= 1 and <= 64".into(),
+            ));
+        }
         // The module refuses TOKENS it cannot parse (> 2^63 - 1).
         if matches!(op, Op::Take(n) | Op::Refund(n) if n > MAX_TOKENS) {
             return Err(BackendError::Reply(
@@ -419,4 +425,54 @@ async fn statuses_headers_and_statistics() {
     assert_eq!(codes(&r), vec![(OK, 9), (OVER_LIMIT, 1), (OK, 0)]);
     assert_eq!(shared.metrics.rule("d.user").over_limit, 2);
     assert_eq!(mock.taken.lock().unwrap()["rls:d_fw_a_fw3600"], 1);
+}
+
+/// Issue 41: more than 64 matched descriptors are decided in calls of at
+/// most 64 keys (the module's bound), never an error whatever the failure
+/// mode: one exhausted limit refuses the request wherever it stands, and
+/// the other calls give back what they took.
+#[tokio::test]
+async fn more_than_64_descriptors_are_decided_in_calls_of_at_most_64() {
+    for mode in ["unavailable", "open", "closed"] {
+        for n in [65usize, 100, 1000] {
+            for at in [0, n / 2, n - 1] {
+                let (shared, mock) = shared_with(Mock::default(), &["--failure-mode", mode]);
+                mock.taken
+                    .lock()
+                    .unwrap()
+                    .insert("rls:d_user_x_fw3600".into(), 3);
+                let descriptors = (0..n)
+                    .map(|i| {
+                        if i == at {
+                            desc("user", "x", None)
+                        } else {
+                            desc("fw", &format!("pad{i}"), None)
+                        }
+                    })
+                    .collect();
+                let r = shared
+                    .should_rate_limit(&request("d", descriptors))
+                    .await
+                    .unwrap_or_else(|e| panic!("{mode} {n} {at}: {e}"));
+                let mut expected = vec![(OK, 10); n];
+                expected[at] = (OVER_LIMIT, 0);
+                assert_eq!(r.overall_code, OVER_LIMIT, "{mode} {n} {at}");
+                assert_eq!(codes(&r), expected, "{mode} {n} {at}");
+                let calls = mock.calls.lock().unwrap();
+                assert!(calls.iter().all(|(keys, _, _)| keys.len() <= 64));
+                let takes = calls.iter().filter(|(_, op, _)| *op == Op::Take(1)).count();
+                assert_eq!(takes, n.div_ceil(64), "{mode} {n} {at}: one call per 64");
+                let taken = mock.taken.lock().unwrap();
+                let pads: u64 = taken
+                    .iter()
+                    .filter(|(k, _)| k.contains("_fw_pad"))
+                    .map(|(_, v)| v)
+                    .sum();
+                assert_eq!(pads, 0, "{mode} {n} {at}: refunded");
+                assert_eq!(taken["rls:d_user_x_fw3600"], 3);
+                let m = &shared.metrics;
+                assert_eq!(m.value("ratelimit_rls_failure_mode_answers", &[]), 0);
+            }
+        }
+    }
 }

@@ -8,8 +8,8 @@ use super::*;
 
 use super::sorted_set::block;
 use crate::algorithm::concurrency::{Concurrency, LeaseOp, LeaseOutcome, LeaseUpdate, Slots};
-use crate::command::concurrency::{slot_member, LeaseMembers, LeaseZset};
 use crate::command::stats::LEASE_STATS;
+use crate::command::store::lease_set::{slot_member, LeaseMembers, LeaseZset};
 
 pub(super) fn plan_lease<'a>(
     ctx: Ctx,

@@ -15,7 +15,9 @@
 
 use smallvec::SmallVec;
 
-use super::{propagate, settings, Answer};
+use super::answer::Answer;
+use super::stats::LimitOutcome;
+use super::{propagate, settings};
 
 mod lease;
 mod planning;
@@ -50,7 +52,7 @@ use write::{
     Write,
 };
 
-use super::sliding_log::{self as log_glue, ZsetLog};
+use super::store::sliding_log::{self as log_glue, ZsetLog};
 
 /// The limits of one call, kept inline for up to 8 (no allocation).
 pub type Few<T> = SmallVec<[T; 8]>;
@@ -77,6 +79,18 @@ pub struct Planned<'a> {
     /// The key holds another algorithm's state, read as no key: a write
     /// replaces it.
     replace: bool,
+}
+
+impl Planned<'_> {
+    /// What this limit did, for its policy's statistics.
+    pub fn outcome(&self) -> LimitOutcome {
+        LimitOutcome {
+            limited: self.decision.limited,
+            blocked: self.blocked,
+            shadow_limited: self.shadow_limited,
+            soft_over: self.soft_over,
+        }
+    }
 }
 
 /// The lease a call's `CONCURRENCY` limit acquires, renews or releases.

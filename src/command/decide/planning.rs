@@ -162,7 +162,7 @@ fn holds_limiter_state(ctx: Ctx, key: &Key, now_us: i64) -> Result<bool> {
         KeyKind::String => key.string()?.is_some_and(is_limiter_state),
         KeyKind::SortedSet => {
             ZsetLog::open(ctx, key, now_us).is_ok_and(|log| log.is_some())
-                || crate::command::concurrency::holds_leases(ctx, key, now_us)
+                || crate::command::store::lease_set::holds_leases(ctx, key, now_us)
         }
         _ => false,
     })

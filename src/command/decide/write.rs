@@ -40,7 +40,7 @@ pub(super) enum Write {
     /// A concurrency limit's lease written (or the key unlinked when
     /// `expire_at_ms` is `None`).
     Lease {
-        members: crate::command::concurrency::LeaseMembers,
+        members: crate::command::store::lease_set::LeaseMembers,
         expire_at_ms: Option<i64>,
         op: LeaseOp,
         expired_leases: u64,
@@ -214,7 +214,7 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
             op,
             expired_leases,
         } => {
-            crate::command::concurrency::write(key, members, expire_at_ms)?;
+            crate::command::store::lease_set::write(key, members, expire_at_ms)?;
             crate::command::stats::LEASE_STATS.record_write(op, expired_leases);
             match expire_at_ms {
                 None => Effect::Unlink,

@@ -1,4 +1,6 @@
-//! Keywords of the grammar, compared without regard to case.
+//! Keywords of the grammar, compared without regard to case: the limit
+//! grammar ([`crate::limit`]) and the algorithms (`RL.CONCURRENCY`'s
+//! operations) both read them.
 
 /// Whether `word` is the keyword `name` (ASCII letters only), ignoring
 /// case. Exact for letter-only keywords: `b | 0x20` equals a lowercase letter

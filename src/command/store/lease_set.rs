@@ -1,18 +1,73 @@
-//! The leases of one concurrency limit as the algorithm reads them
-//! ([`LeaseSet`]): a sorted set opened for one lease id, checked as one the
-//! module wrote, every walk bounded (see `command::concurrency`).
+//! The storage of `RL.CONCURRENCY` (the handler is `command::concurrency`):
+//! the leases of one concurrency limit as the algorithm reads them
+//! ([`LeaseSet`]), a sorted set opened for one lease id, checked as one the
+//! module wrote, every walk bounded; and their writes.
+//!
+//! **Bounded work.** `limit` is at most the setting `concurrency-max-limit`
+//! (default 1,000) and an id at most `concurrency-max-id-length` bytes
+//! (default 128). A call reads the newest entry, looks up its own lease's
+//! slots (`1:id`, `2:id`, … while present: one more than the lease holds,
+//! at most `concurrency-max-limit`), walks at most about
+//! `2 × (limit + m + 1)` entries to count the slots held (`m` the slots its
+//! lease holds), removes at most `n + 128` expired slots and the `m − n` it
+//! no longer holds, and adds `n`. O(log N + limit).
+//!
+//! An allowed call propagates exactly its effects: `ZREM` (expired slots,
+//! slots its lease no longer holds), `ZADD` (its lease's slots), and
+//! `PEXPIREAT` of the latest lease's expiry — or `UNLINK` when a release
+//! leaves no lease. A refused call writes nothing (but its `BLOCK`).
 
 use std::cell::Cell;
 
 use super::checked_zset::{self, score_us, Checks, BLOCK_MEMBER, MIN_TIMESTAMP_US};
-use super::concurrency::{foreign, is_lease_member, slot_member, split_member, COMMAND};
-use super::settings;
 use crate::algorithm::concurrency::{Concurrency, Held, LeaseSet};
+use crate::command::settings;
 use crate::error::{Error, Result, NOT_OURS_AHEAD, NOT_OURS_MEMBER, NOT_OURS_TOO_LONG};
 use crate::server::key::{Key, KeyKind};
 use crate::server::string::OwnedString;
 use crate::server::Ctx;
 use crate::time::STATE_HORIZON_US;
+
+const COMMAND: &str = "RL.CONCURRENCY";
+
+/// Splits a slot's member `<k>:<id>` into `k` (1 to
+/// [`Concurrency::MAX_LIMIT`], canonical decimal) and `id` (1 to
+/// [`Concurrency::MAX_ID_LEN`] bytes); `None` for any other member.
+pub fn split_member(member: &[u8]) -> Option<(i64, &[u8])> {
+    let colon = member.iter().take(7).position(|&b| b == b':')?;
+    let (digits, id) = (&member[..colon], &member[colon + 1..]);
+    if digits.first() == Some(&b'0') || id.is_empty() || id.len() as i64 > Concurrency::MAX_ID_LEN {
+        return None;
+    }
+    let mut k = 0i64;
+    for &d in digits {
+        let d = d.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        k = k * 10 + i64::from(d);
+    }
+    (1..=Concurrency::MAX_LIMIT).contains(&k).then_some((k, id))
+}
+
+/// Whether `member` can be one the module wrote in a lease set.
+fn is_lease_member(member: &[u8]) -> bool {
+    member == BLOCK_MEMBER || split_member(member).is_some()
+}
+
+/// The member of slot `k` of the lease `id`: `<k>:<id>`.
+pub fn slot_member(ctx: Ctx, k: i64, id: &[u8]) -> Result<OwnedString> {
+    let mut bytes = Vec::with_capacity(id.len() + 8);
+    bytes.extend_from_slice(itoa::Buffer::new().format(k).as_bytes());
+    bytes.push(b':');
+    bytes.extend_from_slice(id);
+    OwnedString::from_bytes(ctx, &bytes)
+}
+
+/// [`Error::ForeignState`] for the set at `key`.
+fn foreign(key: &Key, why: &'static str) -> Error {
+    checked_zset::foreign(key, COMMAND, why)
+}
 
 /// A lease set's checks: its members ([`is_lease_member`]), its error.
 struct LeaseChecks;
@@ -234,4 +289,31 @@ impl LeaseSet for LeaseZset<'_, '_, '_> {
 /// newest entry is a slot or a block).
 pub fn holds_leases(ctx: Ctx, key: &Key, now_us: i64) -> bool {
     LeaseZset::open(ctx, key, b"?", now_us).is_ok_and(|set| set.is_some())
+}
+
+/// A lease's members to write and remove, made when planned.
+pub struct LeaseMembers {
+    /// Expired slots (or an ended block) removed.
+    pub expired: Vec<OwnedString>,
+    /// Slots of the call's lease it no longer holds.
+    pub removed: Vec<OwnedString>,
+    /// The lease's slots, written at `expires_at_us`.
+    pub added: Vec<OwnedString>,
+    pub expires_at_us: i64,
+}
+
+/// Writes `members` to the set at `key` (the key to expire at
+/// `expire_at_ms`, or to be unlinked when `None`).
+pub fn write(key: &mut Key, members: &LeaseMembers, expire_at_ms: Option<i64>) -> Result<()> {
+    let Some(expire_at_ms) = expire_at_ms else {
+        return key.unlink();
+    };
+    for member in members.expired.iter().chain(&members.removed) {
+        key.zset_rem(member)?;
+    }
+    let score = members.expires_at_us as f64;
+    for member in &members.added {
+        key.zset_add(score, member, false)?;
+    }
+    key.set_abs_expire(expire_at_ms)
 }

@@ -1,0 +1,100 @@
+//! Issue 41: more descriptors than one `RL.ALL` takes (64 keys) are decided,
+//! never an error a client can provoke: with one of them exhausted, the
+//! request is `OVER_LIMIT` under every failure mode, and the others keep
+//! every hit (the calls that took are refunded).
+
+mod common;
+
+use common::*;
+
+/// Five 10-per-hour rules, one per algorithm (the pads cycle through them),
+/// and `full`, exhausted first.
+const CONFIG: &str = "domain: d
+descriptors:
+  - key: full
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: fw
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: sw
+    rate_limit: {unit: hour, requests_per_unit: 10, algorithm: sliding_window}
+  - key: sl
+    rate_limit: {unit: hour, requests_per_unit: 10, algorithm: sliding_log}
+  - key: tb
+    rate_limit: {unit: hour, requests_per_unit: 10, algorithm: token_bucket}
+  - key: gcra
+    rate_limit: {unit: hour, requests_per_unit: 10, algorithm: gcra}
+";
+
+const PADS: [&str; 5] = ["fw", "sw", "sl", "tb", "gcra"];
+
+#[tokio::test]
+async fn more_than_64_descriptors_with_one_exhausted_are_over_limit_and_take_nothing() {
+    let redis = Redis::start();
+    for mode in ["unavailable", "open", "closed"] {
+        // A thousand descriptors are 16 calls and the service's own work:
+        // tens of ms in a debug build on a loaded machine, so the timeout is
+        // not what this test is about.
+        let rls = Rls::start(
+            &redis.url(),
+            CONFIG,
+            &["--failure-mode", mode, "--redis-timeout-ms", "2000"],
+        )
+        .await;
+        let mut client = rls.client().await;
+        let full = mode.to_string();
+        for _ in 0..10 {
+            let r = call(&mut client, request("d", vec![desc(&[("full", &full)])])).await;
+            assert_eq!(r.overall_code, OK, "{mode}");
+        }
+        // The exhausted one last (alone in the second call), first, in the middle.
+        for (n, at) in [(65usize, 64usize), (100, 0), (1000, 500)] {
+            let pad = |i: usize| (PADS[i % PADS.len()], format!("{mode}-{n}-{i}"));
+            let descriptors = |hits: Option<u64>| -> Vec<_> {
+                (0..n)
+                    .map(|i| {
+                        let (key, value) = if i == at {
+                            ("full", full.clone())
+                        } else {
+                            let (k, v) = pad(i);
+                            (k, v)
+                        };
+                        match hits {
+                            Some(h) if i != at => desc_hits(&[(key, &value)], h),
+                            _ => desc(&[(key, &value)]),
+                        }
+                    })
+                    .collect()
+            };
+            for round in 0..3 {
+                let r = client
+                    .should_rate_limit(request("d", descriptors(None)))
+                    .await
+                    .unwrap_or_else(|e| panic!("{mode} {n} {round}: {e:?}"))
+                    .into_inner();
+                assert_eq!(r.overall_code, OVER_LIMIT, "{mode} {n} {round}");
+                let mut expected = vec![(OK, Some(10), 10); n];
+                expected[at] = (OVER_LIMIT, Some(10), 0);
+                assert_eq!(statuses(&r), expected, "{mode} {n} {round}");
+            }
+            // Every pad kept its ten: all ten taken at once are admitted.
+            let mut all = descriptors(Some(10));
+            all.remove(at);
+            let r = call(&mut client, request("d", all)).await;
+            assert_eq!(r.overall_code, OK, "{mode} {n}: a pad was charged");
+            assert!(
+                statuses(&r).iter().all(|&s| s == (OK, Some(10), 0)),
+                "{mode} {n}"
+            );
+        }
+        let m = &rls.running.shared.metrics;
+        assert_eq!(m.value("ratelimit_rls_failure_mode_answers", &[]), 0);
+        assert_eq!(
+            m.value(
+                "ratelimit_service_should_rate_limit_error",
+                &[("err_type", "redis_error")]
+            ),
+            0,
+            "{mode}"
+        );
+    }
+}
