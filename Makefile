@@ -166,13 +166,14 @@ test-memcheck: build-debug ## The fuzz test (reduced) against Redis 7.0 (MALLOC=
 	@scripts/setup.sh memcheck
 	scripts/memcheck.sh $(MODULE_DEBUG)
 
-lint: setup ## cargo fmt --check, cargo clippy -D warnings (the module, core/, rls/), the layering (scripts/check-layers.sh) and the Functions library's version (scripts/check-library-version.sh)
+lint: setup ## cargo fmt --check, cargo clippy -D warnings (the module, core/, rls/), the layering and import circles (scripts/check-layers.sh), the Functions library's version (scripts/check-library-version.sh) and commit subjects of at most 72 characters (scripts/check-commit-subjects.sh)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy -p ratelimit-core --all-targets -- -D warnings
 	$(CARGO) clippy -p ratelimit-rls --all-targets -- -D warnings
 	scripts/check-layers.sh
 	scripts/check-library-version.sh
+	scripts/check-commit-subjects.sh
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

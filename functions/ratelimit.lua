@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 10
+local VERSION = 11
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -27,11 +27,13 @@ local function build(eval_form)
 local byte, sub, find, upper, format = string.byte, string.sub, string.find, string.upper, string.format
 local floor, fmod = math.floor, math.fmod
 local rcall, rpcall = redis.call, redis.pcall
-local tonumber, type, error, pcall, unpack = tonumber, type, error, pcall, unpack
+local tonumber, tostring, type, error, pcall, unpack = tonumber, tostring, type, error, pcall, unpack
 
 local TWO52 = 4503599627370496
 local TWO53 = 9007199254740992
 local MAX_EXACT = TWO53 - 1
+-- An instant (ms) after any server's clock: expire_time_ms's probe.
+local FAR_MS = TWO52
 local MAX_PERIOD_US = 31622400000000
 local US_PER_SEC = 1000000
 -- The module's settings, at their defaults (src/command/settings.rs).
@@ -1217,11 +1219,9 @@ local function plan_string(key, alg, lim, at)
       d = blocked_decision(d, new_until, now)
       local ms = rpcall('PEXPIRETIME', key)
       if type(ms) ~= 'number' then
-        -- Redis 6.2: no PEXPIRETIME; the expiry from PTTL and the server's
-        -- clock (PTTL counts from it, not from the caller's NOW).
-        local ttl = rcall('PTTL', key)
-        local t = rcall('TIME')
-        ms = ttl >= 0 and (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl) or -1
+        -- Redis 6.2: no PEXPIRETIME; the key's expiry is read when the block
+        -- is written (expire_time_ms), the server's clock never read.
+        return d, 'B' .. dec(new_until) .. ';' .. inner, { at_least = ceil_ms(new_until), cap = ceil_ms(cap) }
       end
       local current_us = ms > 0 and ms * 1000 or 0
       if current_us > cap then current_us = cap end
@@ -1246,12 +1246,37 @@ local function plan_string(key, alg, lim, at)
   return d
 end
 
+-- The absolute expiry of `key` (ms; -1 for none): PEXPIRETIME, or on Redis
+-- 6.2 its PTTL and the server's clock, learned without TIME (which the caller
+-- giving NOW may be refused; PTTL counts from the server's clock, not from
+-- NOW): the key made to expire at FAR_MS, a known instant, its PTTL is then
+-- FAR_MS less the server's clock. It writes the key's expiry: call it only
+-- when writing the key (the caller sets the expiry next).
+local function expire_time_ms(key)
+  local ms = rpcall('PEXPIRETIME', key)
+  if type(ms) ~= 'number' then
+    local ttl = rcall('PTTL', key)
+    if ttl < 0 then return -1 end
+    rcall('PEXPIREAT', key, FAR_MS)
+    ms = FAR_MS - rcall('PTTL', key) + ttl
+  end
+  return ms
+end
+
 -- `expire_ms` goes to redis.call as a number, which writes its digits
 -- (%.17g on Redis 6.2 and 7.0, ll2string from 7.2 and on Valkey: the same
 -- bytes for an integer below 2^53): cheaper than string.format.
 local function apply_string(key, value, expire_ms)
   if value == DELETE then
     rcall('DEL', key)
+  elseif type(expire_ms) == 'table' then
+    -- A block on Redis 6.2 (plan_string): the key keeps its expiry, capped,
+    -- and at least to the block's end.
+    rcall('SET', key, value, 'KEEPTTL')
+    local ms = expire_time_ms(key)
+    if ms > expire_ms.cap then ms = expire_ms.cap end
+    if ms < expire_ms.at_least then ms = expire_ms.at_least end
+    rcall('PEXPIREAT', key, ms)
   else
     rcall('SET', key, value, 'PXAT', expire_ms)
   end
@@ -1284,18 +1309,6 @@ end
 function score_us(score)
   if score < 0 then return -floor(-score) end
   return floor(score)
-end
-
--- PEXPIRETIME, or on Redis 6.2 the expiry from PTTL and the server's clock
--- (PTTL counts from it, not from the caller's NOW) (ms; -1 for none).
-local function expire_time_ms(key)
-  local ms = rpcall('PEXPIRETIME', key)
-  if type(ms) ~= 'number' then
-    local ttl = rcall('PTTL', key)
-    local t = rcall('TIME')
-    ms = ttl >= 0 and (tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000) + ttl) or -1
-  end
-  return ms
 end
 
 -- A block's write {block_end, cap}: the member B scored by its end; the
@@ -1358,8 +1371,9 @@ end
 
 -- How many entries (not the block) are scored after `old_max`, up to
 -- `at_most`: the set's length less its old entries (scored at `old_max` or
--- before) when at most at_most are old, else counted from the newest; every
--- member walked checked. `want` (optional) fetches that many of the oldest
+-- before) when at most at_most are old (and the kind does not check what it
+-- counts: a lease set does), else counted from the newest; every member
+-- walked checked. `want` (optional) fetches that many of the oldest
 -- old entries at least, kept as z.old for the removal an allowed call makes
 -- (z_old_members). A sliding log's old entries are those at its window's
 -- start or before, a lease set's those expired by now.
@@ -1376,7 +1390,7 @@ function zset_count_after(kind, z, old_max, at_most, want)
   for i = 1, n do
     if not is_member(old[i]) then e_zset_member(kind, z) end
   end
-  if n <= at_most then
+  if n <= at_most and not kind.check_counted then
     local live = z.len - n
     if z.blocked and z.blocked > old_max then live = live - 1 end
     if live < 0 then live = 0 end
@@ -1682,6 +1696,9 @@ end
 -- entries (twice the largest limit, and the block), its member check.
 local LEASE_SET = {
   cmd = 'RL.CONCURRENCY', max_len = 2 * CONCURRENCY_HARD_MAX + 1, is_member = is_lease_member,
+  -- The live slots it counts are walked and checked, by every operation:
+  -- a foreign member scored as a live slot is refused, never counted.
+  check_counted = true,
   -- The newest entry's member: true for a slot's, nil if not the module's.
   newest = function(member)
     if split_slot(member) ~= nil then return true end
@@ -1760,7 +1777,9 @@ local function lease_take(lim, now, others, newest_other, slots)
     { slots = slots, expires = expires, expire_at = last, remove_at_most = slots + EXPIRED_REMOVED_PER_CALL }
 end
 
--- The decision of `op` for the lease, and the update (nil: nothing).
+-- The decision of `op` for the lease, the update (nil: nothing), and the
+-- time until every lease held now has expired (an allowed ACQUIRE's: what a
+-- refusal by a block reports instead of the lease it does not take).
 function CONCURRENCY.decide(lim, z, now, op, n)
   local held = z and z.held
   local own_live = 0
@@ -1787,7 +1806,8 @@ function CONCURRENCY.decide(lim, z, now, op, n)
       if retry < 1 then retry = 1 end
       return lease_refuse(lim, live, retry, reset_now)
     end
-    return lease_take(lim, now, others, newest_other, n)
+    local d, u = lease_take(lim, now, others, newest_other, n)
+    return d, u, reset_now
   elseif op == 'RENEW' then
     if held and own_live > 0 then return lease_take(lim, now, others, newest_other, held.slots) end
     return lease_refuse(lim, live, false, reset_now)
@@ -1806,11 +1826,14 @@ function CONCURRENCY.plan(key, lim, at)
   local cap = now + MAX_PERIOD_US
   local block_end = z and z.blocked
   local op = lim.op
-  local d, upd = CONCURRENCY.decide(lim, z, now, op, at.n)
+  local d, upd, reset_held = CONCURRENCY.decide(lim, z, now, op, at.n)
   local write
   if op == 'ACQUIRE' then
     local in_force = block_end and block_end > now and block_end or nil
-    if in_force then d = blocked_decision(d, in_force, now) end
+    if in_force then
+      if not d[1] then d[5] = reset_held end
+      d = blocked_decision(d, in_force, now)
+    end
     if d[1] then
       if at.block_us and z and d[4] then
         local new_until = now + at.block_us
@@ -2314,10 +2337,23 @@ local function call(fname, keys, args, ro)
   -- A failure raised by `fail` (Redis 7.0's pcall hands back the text of
   -- an error table; later servers the table).
   if type(result) == 'table' and result.err then result = result.err end
-  if type(result) == 'string' and (find(result, '^ERR ') or find(result, '^WRONGTYPE ')) then
+  if type(result) ~= 'string' then result = tostring(result) end
+  if find(result, '^ERR ') or find(result, '^WRONGTYPE ') then
     return redis.error_reply(result)
   end
-  error(result, 0)
+  -- Anything else (a command the server refused the script, as Redis 6.2
+  -- words it: '@user_script: 1222: The user executing the script can't
+  -- run this command …'): replied without a script's location, under its
+  -- own error code when it has one, else ERR.
+  local text = result
+  while true do
+    local _, cut = find(text, '^@?[%w_]+: ?%d+: ')
+    if cut == nil then break end
+    text = sub(text, cut + 1)
+  end
+  if byte(text, 1) == 45 then text = sub(text, 2) end -- a leading '-'
+  if not find(text, '^[A-Z][A-Z]+ ') then text = 'ERR ' .. text end
+  return redis.error_reply(text)
 end
 
 return call

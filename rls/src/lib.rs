@@ -4,6 +4,7 @@
 //! See `rls/README.md`.
 
 pub mod backend;
+pub mod cache;
 pub mod config;
 pub mod http;
 pub mod keys;

@@ -12,6 +12,7 @@
 //! | `ratelimit_server.ShouldRateLimit.response_time` | `ratelimit_service_response_time_seconds{grpc_method}` (histogram, seconds) |
 //! | `ratelimit.service.rate_limit.<domain>.domain_not_found` | `ratelimit_service_rate_limit_<domain>_domain_not_found` (unmapped: the name escaped) |
 //! | `ratelimit.service.{config_load_success,config_load_error,global_shadow_mode}` | `ratelimit_service_…` |
+//! | `ratelimit.service.rate_limit.<domain>.<key1>….over_limit_with_local_cache` | `ratelimit_service_rate_limit_over_limit_with_local_cache{domain, key1[, key2]}`, and every rule's together: `ratelimit_service_over_limit_with_local_cache` |
 //!
 //! Counters of our own are named `ratelimit_rls_…`, and so is the gauge
 //! `ratelimit_rls_engine{engine}` (the engine in use). Every handle is looked
@@ -42,6 +43,8 @@ pub struct RuleStats {
     pub near_limit: Counter,
     pub within_limit: Counter,
     pub shadow_mode: Counter,
+    /// Hits refused from the local over-limit cache (also in `over_limit`).
+    pub over_limit_with_local_cache: Counter,
 }
 
 /// A rule's counter values (tests, benchmarks).
@@ -52,6 +55,7 @@ pub struct RuleCounts {
     pub near_limit: u64,
     pub within_limit: u64,
     pub shadow_mode: u64,
+    pub over_limit_with_local_cache: u64,
 }
 
 /// Every statistic of the service.
@@ -76,6 +80,9 @@ pub struct Metrics {
     /// Ours: `ratelimit_rls_failure_mode_answers`, requests answered by
     /// `RLS_FAILURE_MODE=open|closed` when Redis failed.
     pub failure_mode_answers: Counter,
+    /// `ratelimit_service_over_limit_with_local_cache`: every rule's
+    /// `over_limit_with_local_cache` together, in hits.
+    pub over_limit_with_local_cache: Counter,
     /// Ours: `ratelimit_rls_engine{engine="module|functions|eval"}`, 1 for
     /// the engine in use, 0 for the others (all 0 until it is known).
     engines: [(Engine, Gauge); 3],
@@ -113,6 +120,10 @@ impl Metrics {
             config_load_error: counter("ratelimit_service_config_load_error", &[]),
             redis_timeout: counter("ratelimit_rls_redis_timeout", &[]),
             failure_mode_answers: counter("ratelimit_rls_failure_mode_answers", &[]),
+            over_limit_with_local_cache: counter(
+                "ratelimit_service_over_limit_with_local_cache",
+                &[],
+            ),
             engines: Engine::ALL.map(|engine| {
                 let key = Key::from_parts(
                     "ratelimit_rls_engine",
@@ -158,6 +169,9 @@ impl Metrics {
             near_limit: counter("ratelimit_service_rate_limit_near_limit"),
             within_limit: counter("ratelimit_service_rate_limit_within_limit"),
             shadow_mode: counter("ratelimit_service_rate_limit_shadow_mode"),
+            over_limit_with_local_cache: counter(
+                "ratelimit_service_rate_limit_over_limit_with_local_cache",
+            ),
         }
     }
 
@@ -225,6 +239,7 @@ impl Metrics {
             near_limit: stat("near_limit"),
             within_limit: stat("within_limit"),
             shadow_mode: stat("shadow_mode"),
+            over_limit_with_local_cache: stat("over_limit_with_local_cache"),
         }
     }
 }

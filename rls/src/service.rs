@@ -23,6 +23,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use tonic::{Request, Response, Status};
 
 use crate::backend::{BackendError, Limiter};
+use crate::cache::LocalCache;
 use crate::config::{Config, Match, Rule};
 use crate::metrics::{Metrics, RuleStats};
 use crate::settings::{FailureMode, Settings};
@@ -30,6 +31,7 @@ use crate::settings::{FailureMode, Settings};
 mod calls;
 mod decide;
 mod headers;
+mod local;
 #[cfg(test)]
 mod tests;
 
@@ -75,6 +77,8 @@ pub struct Shared {
     pub response_headers: bool,
     /// Shutting down: `/healthcheck` answers 503.
     pub draining: AtomicBool,
+    /// The local over-limit cache (`LOCAL_CACHE_SIZE_IN_BYTES`), when on.
+    pub local_cache: Option<LocalCache>,
 }
 
 impl Shared {
@@ -96,6 +100,7 @@ impl Shared {
             global_shadow_mode: settings.global_shadow_mode,
             response_headers: settings.response_headers,
             draining: AtomicBool::new(false),
+            local_cache: LocalCache::new(settings.local_cache_size_in_bytes),
         }
     }
 
@@ -109,6 +114,10 @@ impl Shared {
     /// Replaces the configuration (hot reload).
     pub fn set_config(&self, config: Config) {
         self.config.store(Arc::new(Loaded::new(config)));
+        // A rule's limit may have changed under the same key.
+        if let Some(cache) = &self.local_cache {
+            cache.clear();
+        }
     }
 
     /// Answers one request, counting it as envoy's service does.

@@ -134,6 +134,12 @@ pub struct Settings {
     #[arg(long, env = "LIMIT_RESPONSE_HEADERS_ENABLED", default_value_t = false)]
     pub response_headers: bool,
 
+    /// The local over-limit cache's size in bytes (0: off, the default): a
+    /// limit that refused is answered OVER_LIMIT from memory until its
+    /// retry time is over, without a Redis call.
+    #[arg(long, env = "LOCAL_CACHE_SIZE_IN_BYTES", default_value_t = 0)]
+    pub local_cache_size_in_bytes: u64,
+
     /// The log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

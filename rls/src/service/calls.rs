@@ -28,6 +28,8 @@ pub(super) struct Outcome {
     /// The tokens the reply counts as taken that are not (a `PEEK`, a
     /// refused or refunded call): added back to `remaining` when allowed.
     pub untaken: u64,
+    /// Answered by the local over-limit cache, not by Redis.
+    pub cached: bool,
 }
 
 /// One call: `(shadow, slot, hits)` and its limits (indexes into `active`).
@@ -114,7 +116,11 @@ async fn decide_groups(
             Op::Peek => 1,
         };
         for (&m, reply) in group.1.iter().zip(each) {
-            outcomes[active[m].index] = Some(Outcome { reply, untaken });
+            outcomes[active[m].index] = Some(Outcome {
+                reply,
+                untaken,
+                cached: false,
+            });
         }
         refused.push(was_refused);
     }
@@ -142,6 +148,7 @@ pub(super) async fn run(
                     reset_after_ms: 0,
                 },
                 untaken: 0,
+                cached: false,
             });
             denied |= !a.m.rule.shadow_mode;
         }

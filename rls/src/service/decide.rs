@@ -2,6 +2,7 @@
 //! then statuses, statistics and headers.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
@@ -11,6 +12,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 
 use super::calls::{run, Active};
 use super::headers::{duration_ms, ietf_headers};
+use super::local;
 use super::{override_rule, Shared};
 use crate::backend::BackendError;
 use crate::config::{Match, Unit};
@@ -159,12 +161,23 @@ pub async fn decide(
         });
     }
 
-    // The whole decision, however many calls it takes, within the timeout.
-    let timeout = shared.backend.timeout();
+    // A limit the local cache still holds refused: refused without Redis.
+    // Else the whole decision, however many calls it takes, within the
+    // timeout; its refusals go to the cache.
+    let started = Instant::now();
     let mut outcomes = vec![None; n];
-    let denied = match tokio::time::timeout(timeout, run(shared, &active, &mut outcomes)).await {
-        Ok(result) => result.map_err(Failure::Redis)?,
-        Err(_) => return Err(Failure::Redis(BackendError::Timeout(timeout))),
+    let from_cache = local::answer(shared, &active, &mut outcomes, started);
+    let denied = if from_cache {
+        true
+    } else {
+        let timeout = shared.backend.timeout();
+        let decided = tokio::time::timeout(timeout, run(shared, &active, &mut outcomes)).await;
+        let denied = match decided {
+            Ok(result) => result.map_err(Failure::Redis)?,
+            Err(_) => return Err(Failure::Redis(BackendError::Timeout(timeout))),
+        };
+        local::record(shared, &active, &outcomes, started);
+        denied
     };
 
     // Statuses, statistics and headers.
@@ -219,6 +232,10 @@ pub async fn decide(
                 stats.shadow_mode.increment(a.hits);
             }
             stats.over_limit.increment(a.hits);
+            if outcome.cached {
+                stats.over_limit_with_local_cache.increment(a.hits);
+                shared.metrics.over_limit_with_local_cache.increment(a.hits);
+            }
         } else {
             stats.within_limit.increment(a.hits);
             let limit = u64::try_from(r.limit).unwrap_or(0);
@@ -248,6 +265,7 @@ pub async fn decide(
         descriptors = n,
         limits = active.len(),
         over_limit = denied,
+        from_cache,
         "decided"
     );
     response.statuses = statuses;

@@ -476,3 +476,43 @@ async fn more_than_64_descriptors_are_decided_in_calls_of_at_most_64() {
         }
     }
 }
+
+/// Issue 47: with the local cache, a flood on an exhausted limit reaches
+/// Redis once (the refusal's retry, 1 s in the mock, is not over), counted
+/// in over_limit_with_local_cache per rule and in total; the other
+/// descriptors of a cached refusal take nothing. Off by default.
+#[tokio::test]
+async fn the_local_cache_answers_a_flood_on_an_exhausted_limit() {
+    for (flags, calls) in [
+        (&[][..], 2_000),
+        (&["--local-cache-size-in-bytes", "100000"][..], 1),
+    ] {
+        let (shared, mock) = shared_with(Mock::default(), flags);
+        assert_eq!(shared.local_cache.is_some(), !flags.is_empty());
+        mock.taken
+            .lock()
+            .unwrap()
+            .insert("rls:d_user_x_fw3600".into(), 3);
+        for _ in 0..2_000 {
+            let req = request("d", vec![desc("user", "x", None), desc("fw", "y", None)]);
+            let r = shared.should_rate_limit(&req).await.unwrap();
+            assert_eq!(r.overall_code, OVER_LIMIT);
+            assert_eq!(r.statuses[0].code, OVER_LIMIT);
+            assert_eq!(r.statuses[1].code, OK);
+        }
+        let takes = mock.calls.lock().unwrap().len();
+        assert_eq!(takes, calls, "{flags:?}");
+        let fw = mock.taken.lock().unwrap().get("rls:d_fw_y_fw3600").copied();
+        assert_eq!(fw.unwrap_or(0), 0, "nothing taken");
+        let cached = 2_000 - calls as u64;
+        let user = shared.metrics.rule("d.user");
+        assert_eq!(
+            (user.over_limit, user.over_limit_with_local_cache),
+            (2_000, cached)
+        );
+        let total = shared
+            .metrics
+            .value("ratelimit_service_over_limit_with_local_cache", &[]);
+        assert_eq!(total, cached);
+    }
+}
