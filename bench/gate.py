@@ -140,6 +140,9 @@ ROWS = [
     *[Row(name, argv) for name, argv in COMMON],
     # CL.THROTTLE has no PEEK (redis-cell's grammar: an optional quantity).
     *[Row(f"{name} PEEK", argv + ["PEEK"], warm=argv) for name, argv in COMMON if name != "CL.THROTTLE"],
+    # Calendar windows (issue 44): a UTC month, and a day in an IANA zone.
+    Row("RL.FIXEDWINDOW MONTH", ["RL.FIXEDWINDOW", "fwm:{k}", "1000", "MONTH"]),
+    Row("RL.FIXEDWINDOW DAY TZ Europe/Paris", ["RL.FIXEDWINDOW", "fwd:{k}", "1000", "DAY", "TZ", "Europe/Paris"]),
     Row("RL.ALL 1 (FIXEDWINDOW)", ALL_1),
     Row("RL.ALL 2 (GCRA + FIXEDWINDOW)", ALL_2),
     Row("RL.ALL 5 (5 × FIXEDWINDOW)", fw(5)),
