@@ -32,11 +32,18 @@
 //! rate-limiter-flexible and `limits`. Its stored value is
 //! `F<window_start_us>:<count>`: the `F` says which alignment wrote it, and a
 //! key is never read with the other one ([`Error::AlignMismatch`]).
+//!
+//! **Calendar windows** ([`FixedWindow::calendar`], `window` `DAY`, `WEEK`,
+//! `MONTH` or `YEAR`, `[TZ zone]`): windows from one local boundary of the
+//! unit to the next ([`crate::calendar`]), stored as epoch-aligned windows
+//! are (the start is the boundary's instant): a key keeps its format, and a
+//! count is only reused by a call whose window starts at the same instant.
 
 use super::{
     check_limit_and_window, parse_decimal, refunded, sub, window_start, write_decimal, Algorithm,
     Decision, Outcome, RefundWrite, Refunded, Update, STATE_BUF_LEN,
 };
+use crate::calendar::{Calendar, Zone};
 use crate::error::{Error, Result};
 
 /// The count of one window.
@@ -69,8 +76,11 @@ pub enum Align {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindow {
     limit: i64,
+    /// The window's length; for a calendar window, its unit's longest.
     window_us: i64,
     align: Align,
+    /// A calendar window (aligned to its boundaries, never `First`).
+    calendar: Option<Calendar>,
 }
 
 impl FixedWindow {
@@ -91,6 +101,41 @@ impl FixedWindow {
             limit,
             window_us,
             align: Align::Epoch,
+            calendar: None,
+        })
+    }
+
+    /// Validates `RL.FIXEDWINDOW key limit unit [TZ zone]`: `limit` ≥ 1
+    /// tokens per calendar window.
+    ///
+    /// ```
+    /// use ratelimit_core::algorithm::{fixed_window::FixedWindow, Algorithm};
+    /// use ratelimit_core::calendar::{Calendar, Unit, Zone};
+    /// let month = Calendar { unit: Unit::Month, zone: Zone::Offset(0) };
+    /// let fw = FixedWindow::calendar(1_000, month).unwrap();
+    /// // 2026-02-28 23:30 UTC: the month ends in 30 minutes.
+    /// let d = fw.decide(None, 1_772_321_400_000_000, 1).unwrap().decision;
+    /// assert_eq!((d.remaining, d.reset_after_us), (999, 1_800_000_000));
+    /// ```
+    pub fn calendar(limit: i64, calendar: Calendar) -> Result<Self> {
+        Ok(Self {
+            calendar: Some(calendar),
+            ..Self::new(limit, calendar.unit.longest_us())?
+        })
+    }
+
+    /// This limiter's calendar window, if it has one.
+    pub fn calendar_window(&self) -> Option<Calendar> {
+        self.calendar
+    }
+
+    /// This calendar limiter in `zone` (`TZ zone`); `None` for a window in
+    /// seconds.
+    pub fn in_zone(self, zone: Zone) -> Option<Self> {
+        let calendar = self.calendar?;
+        Some(Self {
+            calendar: Some(Calendar { zone, ..calendar }),
+            ..self
         })
     }
 
@@ -106,18 +151,20 @@ impl FixedWindow {
     /// assert_eq!((d.limited, d.remaining, d.reset_after_us), (false, 1, 1_000_000));
     /// ```
     pub fn first(limit: i64, window_us: i64) -> Result<Self> {
-        Ok(Self {
-            align: Align::First,
-            ..Self::new(limit, window_us)?
-        })
+        Self::new(limit, window_us)?.aligned_first()
     }
 
     /// This limiter with `ALIGN FIRST`.
-    pub fn aligned_first(self) -> Self {
-        Self {
+    ///
+    /// Errors: [`Error::AlignFirstCalendar`] for a calendar window.
+    pub fn aligned_first(self) -> Result<Self> {
+        if self.calendar.is_some() {
+            return Err(Error::AlignFirstCalendar);
+        }
+        Ok(Self {
             align: Align::First,
             ..self
-        }
+        })
     }
 
     /// Where this limiter's windows start.
@@ -132,16 +179,16 @@ impl FixedWindow {
     ///
     /// Errors: [`Error::AlignMismatch`] for a state of the other alignment.
     #[inline(always)]
-    fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, bool)> {
-        let (start_us, count) = self.counted_window(state, now_us)?;
+    fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, i64, bool)> {
+        let (start_us, count, end_us) = self.counted_window(state, now_us)?;
         // In debt: a stored debt's own window, or a debt carried in.
         let debt = state.is_some_and(|s| s.debt) && count > self.limit;
-        Ok((start_us, count, debt))
+        Ok((start_us, count, end_us, debt))
     }
 
-    /// [`Self::counted`]'s window: its start and count.
+    /// [`Self::counted`]'s window of seconds: its start and count.
     #[inline(always)]
-    fn counted_window(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
+    fn counted_seconds(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
         let first = self.align == Align::First;
         if let Some(s) = state {
             if s.first != first {
@@ -181,65 +228,50 @@ impl FixedWindow {
         })
     }
 
-    /// What the count `s` (its window over) still owes in the window starting
-    /// at `start_us`: each window that began since repaid `limit` tokens.
-    /// 0 for every count within the limit (a state without debt).
-    #[inline(never)]
-    fn carried(&self, s: WindowCount, start_us: i64) -> i64 {
-        if !s.debt || s.count <= self.limit {
-            return 0;
+    /// The window that counts at `now_us` (its start, count and end): for a
+    /// calendar window, the one of its boundaries (or a stored later one:
+    /// the clock stepped back); else [`FixedWindow::counted_seconds`]'s,
+    /// `window` long.
+    #[inline(always)]
+    fn counted_window(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, i64)> {
+        match self.calendar {
+            None => {
+                let (start_us, count) = self.counted_seconds(state, now_us)?;
+                let end_us = start_us
+                    .checked_add(self.window_us)
+                    .ok_or(Error::Overflow)?;
+                Ok((start_us, count, end_us))
+            }
+            Some(calendar) => counted_calendar(calendar, state, now_us),
         }
-        let windows = ((start_us - s.window_start_us) / self.window_us).max(1);
-        let repaid = windows.saturating_mul(self.limit);
-        s.count.saturating_sub(repaid).max(0)
     }
+}
 
-    /// When a count of `count` tokens in the window starting at `start_us`
-    /// is repaid: the end of that window, or, in `debt`, of a later one
-    /// (each window repays `limit`; at most past the horizon, where a
-    /// foreign count would take longer).
-    fn repaid_at(&self, start_us: i64, count: i64, debt: bool) -> Result<i64> {
-        let most = crate::time::MAX_PERIOD_US / self.window_us + 2;
-        let windows = if debt {
-            crate::time::ceil_div(count.max(0), self.limit).clamp(1, most)
-        } else {
-            1
-        };
-        windows
-            .checked_mul(self.window_us)
-            .and_then(|d| start_us.checked_add(d))
-            .ok_or(Error::Overflow)
+/// [`FixedWindow::counted_window`] of a calendar window (aligned to its
+/// boundaries: a state of `ALIGN FIRST` is the other alignment's).
+#[inline(never)]
+fn counted_calendar(
+    calendar: Calendar,
+    state: Option<WindowCount>,
+    now_us: i64,
+) -> Result<(i64, i64, i64)> {
+    if state.is_some_and(|s| s.first) {
+        return Err(Error::AlignMismatch { stored: "FIRST" });
     }
-
-    /// [`Algorithm::decide`] of a window in debt (a count past the limit,
-    /// `FORCE`'s): refused (every cost past the limit), the retry in the
-    /// first window whose carried count leaves room, full when all is
-    /// repaid. Out of the common path.
-    #[cold]
-    #[inline(never)]
-    fn decide_in_debt(
-        &self,
-        start_us: i64,
-        count: i64,
-        now_us: i64,
-        cost: i64,
-    ) -> Result<Outcome<WindowCount>> {
-        let retry_after_us = if cost > self.limit {
-            None
-        } else {
-            let retry_at_us = self.repaid_at(start_us, count - self.limit + cost, true)?;
-            Some(sub(retry_at_us, now_us)?)
-        };
-        Ok(Outcome {
-            decision: Decision {
-                limited: true,
-                limit: self.limit,
-                remaining: 0,
-                retry_after_us,
-                reset_after_us: sub(self.repaid_at(start_us, count, true)?, now_us)?,
-            },
-            update: None,
-        })
+    match state {
+        // The clock stepped back: the stored (later) window keeps counting.
+        Some(s) if s.window_start_us > now_us => {
+            let end_us = calendar.window_us(s.window_start_us)?.1;
+            Ok((s.window_start_us, s.count, end_us))
+        }
+        _ => {
+            let (start_us, end_us) = calendar.window_us(now_us)?;
+            let count = match state {
+                Some(s) if s.window_start_us == start_us => s.count,
+                _ => 0,
+            };
+            Ok((start_us, count, end_us))
+        }
     }
 }
 
@@ -291,13 +323,10 @@ impl Algorithm for FixedWindow {
         now_us: i64,
         cost: i64,
     ) -> Result<Outcome<WindowCount>> {
-        let (start_us, count, debt) = self.counted(state, now_us)?;
+        let (start_us, count, window_end_us, debt) = self.counted(state, now_us)?;
         if debt {
             return self.decide_in_debt(start_us, count, now_us, cost);
         }
-        let window_end_us = start_us
-            .checked_add(self.window_us)
-            .ok_or(Error::Overflow)?;
         let to_end_us = sub(window_end_us, now_us)?;
         let decision = |limited, count: i64, retry_after_us| Decision {
             limited,
@@ -343,21 +372,27 @@ impl Algorithm for FixedWindow {
         now_us: i64,
         cost: i64,
     ) -> Result<Update<WindowCount>> {
-        let (start_us, count, _) = self.counted(state, now_us)?;
+        let (start_us, count, end_us, _) = self.counted(state, now_us)?;
         let new_count = count.checked_add(cost.max(0)).ok_or(Error::ForceTooMuch {
             why: crate::error::FORCE_PAST_HORIZON,
         })?;
-        let expire_at_us = self
-            .repaid_at(start_us, new_count, new_count > self.limit)
-            .map_err(|_| Error::ForceTooMuch {
-                why: crate::error::FORCE_PAST_HORIZON,
-            })?;
+        // A calendar window's count past the limit lasts to its end: its
+        // windows are of several lengths, no debt is carried over them.
+        let debt = new_count > self.limit && self.calendar.is_none();
+        let expire_at_us = if debt {
+            self.repaid_at(start_us, new_count, true)
+                .map_err(|_| Error::ForceTooMuch {
+                    why: crate::error::FORCE_PAST_HORIZON,
+                })?
+        } else {
+            end_us
+        };
         Ok(Update {
             state: WindowCount {
                 window_start_us: start_us,
                 count: new_count,
                 first: self.align == Align::First,
-                debt: new_count > self.limit,
+                debt,
             },
             expire_at_us,
         })
@@ -374,7 +409,7 @@ impl Algorithm for FixedWindow {
         let Some(s) = state else {
             return refunded(self, None, now_us, RefundWrite::Nothing);
         };
-        let (start_us, count, debt) = self.counted(Some(s), now_us)?;
+        let (start_us, count, end_us, debt) = self.counted(Some(s), now_us)?;
         let new_count = count.saturating_sub(tokens.max(0)).max(0);
         let debt = debt && new_count > self.limit;
         if new_count == 0 {
@@ -388,11 +423,16 @@ impl Algorithm for FixedWindow {
         };
         let write = RefundWrite::Set(Update {
             state: new_state,
-            expire_at_us: self.repaid_at(start_us, new_count, debt)?,
+            expire_at_us: if debt {
+                self.repaid_at(start_us, new_count, true)?
+            } else {
+                end_us
+            },
         });
         refunded(self, Some(new_state), now_us, write)
     }
 }
 
+mod debt;
 #[cfg(test)]
 mod tests;
