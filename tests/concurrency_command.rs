@@ -891,3 +891,119 @@ fn concurrency_policies_in_rl_limit_and_rl_all() {
     let dump: String = query(&mut con, &["RL.POLICY", "DUMP"]).unwrap();
     assert!(dump.contains("jobs CONCURRENCY 3 0.5 BLOCK 2"), "{dump}");
 }
+
+fn server_now_us(con: &mut redis::Connection) -> i64 {
+    let t: Vec<String> = query(con, &["TIME"]).unwrap();
+    t[0].parse::<i64>().unwrap() * 1_000_000 + t[1].parse::<i64>().unwrap()
+}
+
+/// A member the module never writes, scored as a live lease (issue 41):
+/// refused alike by `ACQUIRE`, `RENEW` and `RELEASE` (with `PEEK` too),
+/// whether the set holds other leases or not, and nothing is written.
+/// It was counted as a held slot (`[0,5,2,…]`), and with four valid
+/// leases beside it only `ACQUIRE` refused the key.
+#[test]
+fn a_foreign_member_with_a_live_score_is_refused_by_every_operation() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let now = server_now_us(&mut con);
+    for (key, others) in [("fa", 0), ("fb", 4)] {
+        let mut zadd = vec![
+            "ZADD".to_string(),
+            key.to_string(),
+            (now + 10_000_000).to_string(),
+            "zzz".to_string(),
+            (now + 20_000_000).to_string(),
+            "1:a".to_string(),
+        ];
+        for i in 0..others {
+            zadd.push((now + 15_000_000 + i).to_string());
+            zadd.push(format!("1:v{i}"));
+        }
+        let zadd: Vec<&str> = zadd.iter().map(String::as_str).collect();
+        let _: i64 = query(&mut con, &zadd).unwrap();
+        let before: Vec<(String, i64)> =
+            query(&mut con, &["ZRANGE", key, "0", "-1", "WITHSCORES"]).unwrap();
+        let expected = format!(
+            "ERR the value at key '{key}' is not RL.CONCURRENCY state (a member the module did not write)"
+        );
+        for op in [
+            &["ACQUIRE", "n"][..],
+            &["ACQUIRE", "a"][..],
+            &["ACQUIRE", "n", "PEEK"][..],
+            &["ACQUIRE", "n", "BLOCK", "5"][..],
+            &["RENEW", "a"][..],
+            &["RENEW", "n"][..],
+            &["RELEASE", "a"][..],
+            &["RELEASE", "n", "PEEK"][..],
+        ] {
+            let mut args = vec!["RL.CONCURRENCY", key, "5", "30"];
+            args.extend_from_slice(op);
+            assert_eq!(call_err(&mut con, &args), expected, "{args:?}");
+            let mut all = vec!["RL.ALL", "1", key, "CONCURRENCY", "5", "30"];
+            if op[0] == "ACQUIRE" {
+                all.extend_from_slice(op);
+                assert_eq!(call_err(&mut con, &all), expected, "{all:?}");
+            }
+        }
+        let after: Vec<(String, i64)> =
+            query(&mut con, &["ZRANGE", key, "0", "-1", "WITHSCORES"]).unwrap();
+        assert_eq!(before, after, "{key}: written");
+        assert_eq!(query::<i64>(&mut con, &["PTTL", key]).unwrap(), -1, "{key}");
+    }
+}
+
+/// A refusal by a block in force reports the block's remaining time as
+/// `reset_after` (when the key expires; issue 41), not the lease the
+/// refused call did not take; with a live lease beside, the later of the
+/// two.
+#[test]
+fn a_refusal_by_a_concurrency_block_reports_the_block_as_reset() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let c = |con: &mut redis::Connection, key: &str, limit: &str, lease: &str, op: &[&str]| {
+        let mut full = vec!["RL.CONCURRENCY", key, limit, lease];
+        full.extend_from_slice(op);
+        call(con, &full)
+    };
+    assert_eq!(c(&mut con, "bk", "1", "60", &["ACQUIRE", "a"])[0], 0);
+    assert_eq!(
+        c(&mut con, "bk", "1", "60", &["ACQUIRE", "b", "BLOCK", "5"])[0],
+        1
+    );
+    assert_eq!(c(&mut con, "bk", "1", "60", &["RELEASE", "a"])[0], 0);
+    for op in [&["ACQUIRE", "c"][..], &["ACQUIRE", "c", "PEEK"][..]] {
+        let r = c(&mut con, "bk", "1", "3600", op);
+        let pttl: i64 = query(&mut con, &["PTTL", "bk"]).unwrap();
+        assert_eq!((r[0], r[1], r[2]), (1, 1, 0), "{op:?}: {r:?}");
+        assert!(
+            r[3] <= 5_000 && r[3] >= pttl - 5,
+            "{op:?}: {r:?}, PTTL {pttl}"
+        );
+        assert!(
+            r[4] <= 5_000 && r[4] >= pttl - 5,
+            "{op:?}: {r:?}, PTTL {pttl}"
+        );
+        let mut args = vec!["RL.ALL", "1", "bk", "CONCURRENCY", "1", "3600"];
+        args.extend_from_slice(op);
+        let r: Vec<i64> = query(&mut con, &args).unwrap();
+        assert!(r[4] <= 5_000 && r[4] >= pttl - 55, "RL.ALL {op:?}: {r:?}");
+    }
+    // A live lease expiring after the block: reset is its expiry.
+    assert_eq!(c(&mut con, "bl", "2", "60", &["ACQUIRE", "a"])[0], 0);
+    assert_eq!(
+        c(
+            &mut con,
+            "bl",
+            "2",
+            "60",
+            &["ACQUIRE", "x", "TOKENS", "2", "BLOCK", "5"]
+        )[0],
+        1
+    );
+    let r = c(&mut con, "bl", "2", "3600", &["ACQUIRE", "c"]);
+    let pttl: i64 = query(&mut con, &["PTTL", "bl"]).unwrap();
+    assert_eq!((r[0], r[2]), (1, 0), "{r:?}");
+    assert!(r[3] <= 5_000, "{r:?}");
+    assert!(r[4] <= 60_000 && r[4] >= pttl - 5, "{r:?}, PTTL {pttl}");
+}

@@ -789,3 +789,44 @@ fn the_comparison_tells_counts_from_timings() {
         )
         .is_err());
 }
+
+/// No file of the repository points users at a home the project does not
+/// own (issue 41): the organisation `redis-ratelimit` on GitHub (or GitLab)
+/// is someone else's, and a user following such a link may land on their
+/// code. Every tracked text file is read (the packages' metadata too).
+#[test]
+fn no_url_points_at_a_home_the_project_does_not_own() {
+    let root = root();
+    let listed = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(&root)
+        .output();
+    let Some(listed) = listed.ok().filter(|o| o.status.success()) else {
+        eprintln!("skipped: not a git checkout");
+        return;
+    };
+    // Spelled in pieces, so that this file does not match itself.
+    let homes = [
+        ["github.com", "/redis-ratelimit"].concat(),
+        ["gitlab.com", "/redis-ratelimit"].concat(),
+        ["redis-ratelimit", ".github.io"].concat(),
+    ];
+    let mut found = Vec::new();
+    for name in listed.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let file = root.join(String::from_utf8_lossy(name).as_ref());
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue; // binary, or removed from the work tree
+        };
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_ascii_lowercase();
+            if homes.iter().any(|h| lower.contains(h.as_str())) {
+                found.push(format!("{}:{}: {line}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "URLs the project does not own:\n{}",
+        found.join("\n")
+    );
+}

@@ -324,3 +324,195 @@ fn the_eval_form_answers_as_the_module_through_evalsha_reloaded_on_noscript() {
     );
     eprintln!("the EVAL form on redis {version}: {CALLS} calls as the module's, {limited} limited, reloaded after SCRIPT FLUSH");
 }
+
+/// With `NOW`, the library never reads the server's clock (issue 41): a
+/// user whose ACL refuses `TIME` (and, from Redis 7.0, one refused
+/// `PEXPIRETIME` too, which makes the library take Redis 6.2's path) gets
+/// every refusal that starts a `BLOCK` answered and written as the module
+/// does at that instant: the reply, the value and the key's expiry (kept
+/// when later than the block's end, or the block's end). The caller's clock
+/// runs a day ahead of the server's, so an expiry read against the wrong
+/// clock shows. Without `NOW`, the refused `TIME` is an `ERR` reply without
+/// a script's location. Through `EVALSHA`, and `FCALL` where the server has
+/// it.
+#[test]
+fn with_now_no_path_reads_the_servers_clock() {
+    let binary = std::env::var("EVAL_SERVER").unwrap_or_else(|_| common::server_binary());
+    let extra = ["--save", "", "--appendonly", "no"];
+    let module = Server::start_module(&extra);
+    let mut m = module.connect();
+    let clock: redis::RedisResult<Value> = redis::cmd("RL.DEBUGCLOCK").arg("OFF").query(&mut m);
+    if clock.is_err() {
+        eprintln!("skipped: the module under test is a release build without RL.DEBUGCLOCK");
+        return;
+    }
+    let eval = Server::start_binary(&binary, &extra);
+    let mut admin = eval.connect();
+    let has_functions = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(library_source())
+        .query::<String>(&mut admin)
+        .is_ok();
+    let mut users = vec![("no-time", vec!["-time"])];
+    if has_functions {
+        users.push(("no-clock", vec!["-time", "-pexpiretime"]));
+    }
+    let t: Vec<i64> = redis::cmd("TIME").query(&mut m).unwrap();
+    let mut now_us = (t[0] + 86_400) * 1_000_000;
+    let mut client = EvalClient::new();
+    // (module command, function, keys, parameters, the id of each step).
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+    let cases: &[Case] = &[
+        ("RL.GCRA", "rl_gcra", &["g1"], &["0", "1", "3600"]),
+        ("RL.GCRA", "rl_gcra", &["g2"], &["0", "1", "1"]),
+        (
+            "RL.TOKENBUCKET",
+            "rl_tokenbucket",
+            &["t"],
+            &["1", "1", "3600"],
+        ),
+        (
+            "RL.LEAKYBUCKET",
+            "rl_leakybucket",
+            &["l"],
+            &["1", "1", "3600"],
+        ),
+        ("RL.FIXEDWINDOW", "rl_fixedwindow", &["f"], &["1", "3600"]),
+        (
+            "RL.SLIDINGWINDOW",
+            "rl_slidingwindow",
+            &["w"],
+            &["1", "3600"],
+        ),
+        ("RL.SLIDINGLOG", "rl_slidinglog", &["s1"], &["1", "3600"]),
+        ("RL.SLIDINGLOG", "rl_slidinglog", &["s2"], &["1", "1"]),
+        (
+            "RL.CONCURRENCY",
+            "rl_concurrency",
+            &["c1"],
+            &["1", "3600", "ACQUIRE"],
+        ),
+        (
+            "RL.CONCURRENCY",
+            "rl_concurrency",
+            &["c2"],
+            &["1", "1", "ACQUIRE"],
+        ),
+        (
+            "RL.ALL",
+            "rl_all",
+            &["a1", "a2"],
+            &["GCRA", "0", "1", "3600", "SLIDINGLOG", "1", "1"],
+        ),
+    ];
+    for (user, rules) in &users {
+        let mut acl = redis::cmd("ACL");
+        acl.arg("SETUSER")
+            .arg(*user)
+            .arg("on")
+            .arg("nopass")
+            .arg("~*")
+            .arg("+@all");
+        for rule in rules {
+            acl.arg(*rule);
+        }
+        let _: () = acl.query(&mut admin).unwrap();
+        let mut e = eval.connect();
+        let _: () = redis::cmd("AUTH")
+            .arg(*user)
+            .arg("x")
+            .query(&mut e)
+            .unwrap();
+        // Without NOW: the refused TIME, as an ERR without a location.
+        let keys = vec!["nonow".to_string()];
+        let args = ["0", "1", "1"].map(String::from).to_vec();
+        // Each server words it its own way (Redis: "The user executing the
+        // script can't run this command or subcommand"; Valkey: "ACL failure
+        // in script: …"); none may carry a script's location.
+        let got = client.call(&mut e, "rl_gcra", &keys, &args);
+        let Value::SimpleString(text) = &got else {
+            panic!("{user}: {got:?}");
+        };
+        assert!(text.starts_with("error: ERR "), "{user}: {text}");
+        assert!(
+            !text.contains("user_script") && !text.contains("user_function"),
+            "{user}: {text}"
+        );
+        assert!(
+            text.contains("can't run this command") || text.contains("no permissions"),
+            "{user}: {text}"
+        );
+        let forms: &[bool] = if has_functions {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &fcall in forms {
+            for (step, (block, id, later)) in [
+                (None, "a", 0),
+                (Some("5"), "b", 1_000),
+                (None, "c", 1_000),
+                (Some("2"), "d", 6_000_000),
+                (None, "e", 6_000_000),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                now_us += later;
+                for &(command, function, keys, params) in cases {
+                    let keys: Vec<String> =
+                        keys.iter().map(|k| format!("{user}:{fcall}:{k}")).collect();
+                    let mut args: Vec<String> = params.iter().map(|p| p.to_string()).collect();
+                    if command == "RL.CONCURRENCY" {
+                        args.push(id.into());
+                    }
+                    if let Some(block) = block {
+                        args.extend(["BLOCK".to_string(), block.to_string()]);
+                    }
+                    let mut module_cmd = redis::cmd(command);
+                    if command == "RL.ALL" {
+                        module_cmd.arg(keys.len());
+                    }
+                    module_cmd.arg(&keys).arg(&args);
+                    let _: Value = redis::cmd("RL.DEBUGCLOCK")
+                        .arg(now_us)
+                        .query(&mut m)
+                        .unwrap();
+                    let want = value(module_cmd.query(&mut m));
+                    args.extend(["NOW".to_string(), now_us.to_string()]);
+                    let got = if fcall {
+                        let mut c = redis::cmd("FCALL");
+                        c.arg(function).arg(keys.len()).arg(&keys).arg(&args);
+                        value(c.query(&mut e))
+                    } else {
+                        client.call(&mut e, function, &keys, &args)
+                    };
+                    let what =
+                        format!("{user}, step {step}, fcall {fcall}: {command} {keys:?} {args:?}");
+                    assert_eq!(got, want, "{what}");
+                    for key in &keys {
+                        let (mv, mat) = stored(&mut m, key);
+                        let (ev, eat) = stored(&mut admin, key);
+                        assert_eq!(ev, mv, "{what}: the value of {key}");
+                        assert!(
+                            (eat - mat).abs() <= 2,
+                            "{what}: {key} expires at {eat} vs the module's {mat}"
+                        );
+                    }
+                    if step == 1 {
+                        assert!(
+                            matches!(&want, Value::Array(v) if v.first() == Some(&Value::Int(1))),
+                            "{what}: {want:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -40,11 +40,19 @@ pub(super) fn plan_lease<'a>(
         LeaseOp::Renew => (Op::Take(1), None, None),
         LeaseOp::Release => (Op::Refund(1), stored_block, None),
     };
+    // A block in force refuses an ACQUIRE it would allow: that refusal's
+    // reset is the leases held now (or the block's end), not the lease it
+    // does not take.
+    let blocked = blocked_until_us.is_some_and(|until| until > now_us);
     let p = plan_change(
         op,
         |cost| {
             let out = decide(lease.op, cost)?;
-            Ok((out.decision, out.update))
+            let mut decision = out.decision;
+            if blocked && !decision.limited {
+                decision.reset_after_us = out.reset_held_us;
+            }
+            Ok((decision, out.update))
         },
         |_| {
             let out = decide(LeaseOp::Release, 0)?;

@@ -35,6 +35,11 @@ pub(super) trait Checks {
     fn is_member(member: &OwnedString) -> bool;
     /// The command named in its errors.
     const COMMAND: &'static str;
+    /// Whether [`count_after`] walks (and checks) the entries it counts
+    /// even when it can count them from the set's length: a lease set's
+    /// (its live slots, at most the limit and the call's own, for every
+    /// operation alike), not a log's.
+    const CHECK_COUNTED: bool = false;
 }
 
 /// [`Error::ForeignState`] for the set at `key`, as `command`'s state.
@@ -51,9 +56,9 @@ pub(super) fn foreign(key: &Key, command: &'static str, why: &'static str) -> Er
 /// at most `at_most`; and whether none is scored at or before `after_us`.
 ///
 /// Usually few entries are that old: those are counted (at most `at_most`)
-/// and subtracted from `len`; when there are more, the newer ones are
-/// counted from the newest down instead. Either way ≤ 2 × `at_most` + 2
-/// steps.
+/// and subtracted from `len`; when there are more (or the kind checks what
+/// it counts, [`Checks::CHECK_COUNTED`]), the newer ones are counted from
+/// the newest down instead. Either way ≤ 2 × `at_most` + 2 steps.
 pub(super) fn count_after<C: Checks>(
     key: &Key,
     _checks: C,
@@ -76,7 +81,7 @@ pub(super) fn count_after<C: Checks>(
     if foreign_member {
         return Err(foreign(key, C::COMMAND, NOT_OURS_MEMBER));
     }
-    if older <= at_most {
+    if older <= at_most && !C::CHECK_COUNTED {
         // The block member counts in `len`, and in `older` when its score
         // is at or before `after_us`.
         let block_after = i64::from(blocked_until_us.is_some_and(|u| u > after_us));
@@ -99,7 +104,7 @@ pub(super) fn count_after<C: Checks>(
     if foreign_member {
         return Err(foreign(key, C::COMMAND, NOT_OURS_MEMBER));
     }
-    Ok((newer, false))
+    Ok((newer, older == 0))
 }
 
 /// The members of the oldest entries scored `≤ through_us` (the block's

@@ -78,6 +78,9 @@ impl Checks for LeaseChecks {
         is_lease_member(member.bytes())
     }
     const COMMAND: &'static str = COMMAND;
+    // A member the module did not write, scored as a live slot, is refused
+    // by every operation (it was counted as a held slot).
+    const CHECK_COUNTED: bool = true;
 }
 
 /// A sorted set read as the leases of one limiter, for the lease `id`.
