@@ -159,6 +159,9 @@ ROWS = [
     *[Row(f"FCALL {fcall_name(argv)}{' PEEK' if peek else ''}", fcall(argv) + (["PEEK"] if peek else []),
           warm=fcall(argv) if peek else None, setup=[functions_library()], measure="fcallCommand")
       for argv, peek in LIBRARY_ROWS],
+    # A calendar window through the library (issue 44): a UTC month.
+    Row("FCALL rl_fixedwindow MONTH", fcall(["RL.FIXEDWINDOW", "ffwm:{k}", "1000", "MONTH"]),
+        setup=[functions_library()], measure="fcallCommand"),
     # With a replication backlog: every write hands its effects to the server.
     Row("SET … PX 60000, backlog", SET_PX, backlog=True),
     Row("RL.GCRA, backlog", COMMON[0][1], backlog=True),
