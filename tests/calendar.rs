@@ -325,3 +325,21 @@ fn info_says_which_tz_database_the_module_carries() {
 fn ratelimit_core_tzdb_version() -> &'static str {
     redis_ratelimit::calendar::TZDB_VERSION
 }
+
+#[test]
+fn a_repeated_call_counts_in_the_same_calendar_window() {
+    // The same arguments twice (the library's fast path sees them the second
+    // time; a calendar window takes its full path): 2030-02-28 23:30 UTC.
+    let server = Server::start();
+    let mut con = server.connect();
+    let now_us = instant("2030-02-28 23:30 UTC");
+    let args = ["RL.FIXEDWINDOW", "again", "1000", "MONTH"];
+    for remaining in [999, 998, 997] {
+        assert_eq!(
+            call_at(&mut con, now_us, &args),
+            [0, 1000, remaining, -1, 1_800_000]
+        );
+    }
+    let value: String = query(&mut con, &["GET", "again"]).unwrap();
+    assert_eq!(value, format!("{}:3", instant("2030-02-01 00:00 UTC")));
+}
