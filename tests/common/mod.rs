@@ -611,7 +611,11 @@ pub fn slow_module_calls(con: &mut redis::Connection) -> Vec<(String, i64)> {
             _ => String::new(),
         };
         let lower = command.to_ascii_lowercase();
-        if lower.starts_with("rl.") || lower.starts_with("cl.") {
+        // The module's commands, and the library's calls.
+        if ["rl.", "cl.", "fcall", "evalsha"]
+            .iter()
+            .any(|p| lower.starts_with(p))
+        {
             slow.push((command, micros));
         }
     }
