@@ -1022,8 +1022,16 @@ fn two_holders_of_one_id_share_one_slot() {
         call(con, &full)
     };
     assert_eq!(c(&mut con, &["ACQUIRE", "job"])[..3], [0, 2, 1], "holder 1");
-    assert_eq!(c(&mut con, &["ACQUIRE", "job"])[..3], [0, 2, 1], "holder 2: no slot of its own");
-    assert_eq!(c(&mut con, &["RELEASE", "job"])[..3], [0, 2, 2], "holder 1 is done");
+    assert_eq!(
+        c(&mut con, &["ACQUIRE", "job"])[..3],
+        [0, 2, 1],
+        "holder 2: no slot of its own"
+    );
+    assert_eq!(
+        c(&mut con, &["RELEASE", "job"])[..3],
+        [0, 2, 2],
+        "holder 1 is done"
+    );
     // Holder 2 still works, but its slot is free again.
     let r = c(&mut con, &["RENEW", "job"]);
     assert_eq!((r[0], r[3]), (1, -1), "{r:?}");

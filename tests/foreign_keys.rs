@@ -359,7 +359,10 @@ fn a_huge_foreign_string_is_refused_without_reading_it() {
             }
         }
         let err = call_err(&mut con, &["RL.ALL", "1", key, "GCRA", "4", "10", "1"]);
-        assert!(err.starts_with("ERR the value at this key is not RL.GCRA"), "{err}");
+        assert!(
+            err.starts_with("ERR the value at this key is not RL.GCRA"),
+            "{err}"
+        );
         assert_eq!(query::<i64>(&mut con, &["PTTL", key]).unwrap(), -1);
     }
     assert_eq!(
