@@ -25,7 +25,8 @@ number below K (as redis-benchmark does), `__key_int__` by one such number
 drawn once per call (for scripts that take two keys of one limiter); `__sha0__`, `__sha1__`, … by the
 SHA1 of the `--script` files (loaded with `SCRIPT LOAD`); `__now_s__` and
 `__now_ms__` by the client's clock when the call is built (seconds with µs
-decimals, integer ms: what `limits` and Upstash's clients send);
+decimals, integer ms: what `limits` and Upstash's clients send), `__now_us__`
+by it in integer µs (the library's `NOW`);
 `__win:MS__` and `__prevwin:MS__` by the number of the current and the
 previous window of MS ms at that clock (Upstash's key names). `--library`
 loads a Functions library (`FUNCTION LOAD REPLACE`) first; `--no-module`
@@ -132,6 +133,7 @@ def expand(arg, rng, keys, shas):
     now = time.time()
     now_ms = int(now * 1000)
     arg = arg.replace("__now_s__", f"{now:.6f}").replace("__now_ms__", str(now_ms))
+    arg = arg.replace("__now_us__", str(int(now * 1_000_000)))
     arg = re.sub(r"__sha(\d+)__", lambda m: shas[int(m.group(1))], arg)
     arg = re.sub(r"__win:(\d+)__", lambda m: str(now_ms // int(m.group(1))), arg)
     return re.sub(r"__prevwin:(\d+)__", lambda m: str(now_ms // int(m.group(1)) - 1), arg)

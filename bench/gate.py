@@ -140,6 +140,9 @@ ROWS = [
     *[Row(name, argv) for name, argv in COMMON],
     # CL.THROTTLE has no PEEK (redis-cell's grammar: an optional quantity).
     *[Row(f"{name} PEEK", argv + ["PEEK"], warm=argv) for name, argv in COMMON if name != "CL.THROTTLE"],
+    # Calendar windows (issue 44): a UTC month, and a day in an IANA zone.
+    Row("RL.FIXEDWINDOW MONTH", ["RL.FIXEDWINDOW", "fwm:{k}", "1000", "MONTH"]),
+    Row("RL.FIXEDWINDOW DAY TZ Europe/Paris", ["RL.FIXEDWINDOW", "fwd:{k}", "1000", "DAY", "TZ", "Europe/Paris"]),
     Row("RL.ALL 1 (FIXEDWINDOW)", ALL_1),
     Row("RL.ALL 2 (GCRA + FIXEDWINDOW)", ALL_2),
     Row("RL.ALL 5 (5 × FIXEDWINDOW)", fw(5)),
@@ -156,6 +159,13 @@ ROWS = [
     *[Row(f"FCALL {fcall_name(argv)}{' PEEK' if peek else ''}", fcall(argv) + (["PEEK"] if peek else []),
           warm=fcall(argv) if peek else None, setup=[functions_library()], measure="fcallCommand")
       for argv, peek in LIBRARY_ROWS],
+    # Issue 45's rows: the forms the peers are compared with (bench/peers.py),
+    # the caller's clock NOW fixed at the row's start.
+    *[Row(name, argv, setup=[functions_library()], measure="fcallCommand") for name, argv in [
+        ("FCALL rl_fixedwindow ALIGN FIRST", ["FCALL", "rl_fixedwindow", "1", "ffwf:{k}", "1000", "3600", "ALIGN", "FIRST"]),
+        ("FCALL rl_slidingwindow NOW", ["FCALL", "rl_slidingwindow", "1", "fswn:{k}", "1000", "3600", "NOW", "{now}"]),
+        ("FCALL rl_slidinglog NOW", ["FCALL", "rl_slidinglog", "1", "flogn:{k}", "100", "3600", "NOW", "{now}"]),
+    ]],
     # With a replication backlog: every write hands its effects to the server.
     Row("SET … PX 60000, backlog", SET_PX, backlog=True),
     Row("RL.GCRA, backlog", COMMON[0][1], backlog=True),
@@ -187,8 +197,9 @@ TARGETS = [
 ]
 
 
-def requests(argv, keys):
-    return [[a.replace("{k}", str(k)) for a in argv] for k in keys]
+def requests(argv, keys, now_us=0):
+    """`{k}` the key number, `{now}` the row's clock (µs, the library's NOW)."""
+    return [[a.replace("{k}", str(k)).replace("{now}", str(now_us)) for a in argv] for k in keys]
 
 
 class Server:
@@ -296,13 +307,15 @@ def measure_once(server, row, calls, keys):
     conn = server.conn
     if conn.call("FLUSHALL") != b"OK":
         raise SystemExit("FLUSHALL failed")
-    errors = conn.pipeline(requests(row.warm or row.argv, range(keys)), BATCH)
+    t = conn.call("TIME")
+    now_us = int(t[0]) * 1_000_000 + int(t[1])
+    errors = conn.pipeline(requests(row.warm or row.argv, range(keys), now_us), BATCH)
     rng = random.Random(37)
-    errors += conn.pipeline(requests(row.argv, [rng.randrange(keys) for _ in range(calls // 4)]), BATCH)
+    errors += conn.pipeline(requests(row.argv, [rng.randrange(keys) for _ in range(calls // 4)], now_us), BATCH)
     if errors:
         raise SystemExit(f"{row.name}: {len(errors)} error replies, e.g. {errors[0]}")
     server.dump()  # what came before: not counted
-    measured = requests(row.argv, [rng.randrange(keys) for _ in range(calls)])
+    measured = requests(row.argv, [rng.randrange(keys) for _ in range(calls)], now_us)
     errors = conn.pipeline(measured, BATCH)
     path = server.dump()
     if errors:

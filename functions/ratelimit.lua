@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 12
+local VERSION = 13
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -24,7 +24,7 @@ local VERSION = 12
 -- builds on every call (`eval_form`), and only what the called function uses.
 local function build(eval_form)
 
-local byte, sub, find, upper, format = string.byte, string.sub, string.find, string.upper, string.format
+local byte, sub, find, match, upper, format = string.byte, string.sub, string.find, string.match, string.upper, string.format
 local floor, fmod = math.floor, math.fmod
 local rcall, rpcall = redis.call, redis.pcall
 local tonumber, tostring, type, error, pcall, unpack = tonumber, tostring, type, error, pcall, unpack
@@ -1261,15 +1261,15 @@ local function expire_time_ms(key)
   if type(ms) ~= 'number' then
     local ttl = rcall('PTTL', key)
     if ttl < 0 then return -1 end
-    rcall('PEXPIREAT', key, FAR_MS)
+    rcall('PEXPIREAT', key, dec(FAR_MS))
     ms = FAR_MS - rcall('PTTL', key) + ttl
   end
   return ms
 end
 
--- `expire_ms` goes to redis.call as a number, which writes its digits
--- (%.17g on Redis 6.2 and 7.0, ll2string from 7.2 and on Valkey: the same
--- bytes for an integer below 2^53): cheaper than string.format.
+-- Numbers go to redis.call as decimal strings (dec): a number argument is
+-- written with %.17g on Redis 6.2 and 7.0 (snprintf: 2-4k instructions),
+-- string.format("%d") costs about 1.8k.
 local function apply_string(key, value, expire_ms)
   if value == DELETE then
     rcall('DEL', key)
@@ -1280,9 +1280,9 @@ local function apply_string(key, value, expire_ms)
     local ms = expire_time_ms(key)
     if ms > expire_ms.cap then ms = expire_ms.cap end
     if ms < expire_ms.at_least then ms = expire_ms.at_least end
-    rcall('PEXPIREAT', key, ms)
+    rcall('PEXPIREAT', key, dec(ms))
   else
-    rcall('SET', key, value, 'PXAT', expire_ms)
+    rcall('SET', key, value, 'PXAT', dec(expire_ms))
   end
 end
 
@@ -1318,14 +1318,14 @@ end
 -- A block's write {block_end, cap}: the member B scored by its end; the
 -- key's expiry kept, capped at the horizon, and at least the block's end.
 function apply_log_block(key, w)
-  rcall('ZADD', key, w.block_end, 'B')
+  rcall('ZADD', key, dec(w.block_end), 'B')
   local current = expire_time_ms(key)
   if current < 0 then current = 0 end
   local cap_ms = ceil_ms(w.cap)
   if current > cap_ms then current = cap_ms end
   local ms = ceil_ms(w.block_end)
   if current > ms then ms = current end
-  rcall('PEXPIREAT', key, ms)
+  rcall('PEXPIREAT', key, dec(ms))
 end
 
 -- A member of z's set that the module cannot have written.
@@ -1344,7 +1344,7 @@ function zset_open(kind, key, now, id)
   if type(len) ~= 'number' then fail(E_WRONGTYPE) end
   if len == 0 then return nil end
   if len > kind.max_len then e_foreign(key, kind.cmd, NOT_OURS_TOO_LONG) end
-  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 2)
+  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
   -- Built with its fields (not grown field by field: each growth rehashes).
   local z = { key = key, len = len, id = id }
   local i = 1
@@ -1387,7 +1387,7 @@ function zset_count_after(kind, z, old_max, at_most, want)
   if at_most < 0 then at_most = 0 end
   local fetch = at_most + 1
   if want and want > fetch then fetch = want end
-  local old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', 0, fetch)
+  local old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', '0', dec(fetch))
   z.old = old
   local n = #old
   if n > at_most + 1 then n = at_most + 1 end
@@ -1403,7 +1403,7 @@ function zset_count_after(kind, z, old_max, at_most, want)
   end
   local live = 0
   if at_most > 0 then
-    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', 0, at_most + 1)
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', '0', dec(at_most + 1))
     for i = 1, #got do
       local m = got[i]
       if m ~= 'B' then
@@ -1461,6 +1461,8 @@ local function is_log_member(member)
   return id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX
 end
 
+SLIDINGLOG.is_member = is_log_member
+
 -- The sliding log as a kind of sorted set (zset_open; the module's
 -- checked_zset): the command its errors name, the most entries a log can
 -- hold (twice the largest limit, and the block), its member check.
@@ -1485,7 +1487,7 @@ end
 -- member walked checked.
 local function log_nth_newest(z, k)
   if z == nil then return nil end
-  local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, k + 2)
+  local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', dec(k + 2))
   local seen = 0
   for i = 1, #got, 2 do
     local m = got[i]
@@ -1604,7 +1606,7 @@ function SLIDINGLOG.apply(key, w)
     if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
     local modulus = 2 * w.limit
     if modulus < 128 then modulus = 128 end
-    local at = w.at
+    local at = dec(w.at)
     local added, tries, next_member = 0, 0, w.next
     while added < w.count do
       if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
@@ -1612,30 +1614,30 @@ function SLIDINGLOG.apply(key, w)
       local member = fmod(next_member, modulus)
       next_member = next_member + 1
       -- Usually free; one in use by an entry that left the window moves.
-      if rcall('ZADD', key, 'NX', at, member) == 1 then
+      if rcall('ZADD', key, 'NX', at, dec(member)) == 1 then
         added = added + 1
       else
-        local score = rcall('ZSCORE', key, member)
+        local score = rcall('ZSCORE', key, dec(member))
         if tonumber(score) <= w.cutoff then
-          rcall('ZADD', key, at, member)
+          rcall('ZADD', key, at, dec(member))
           added = added + 1
         end
       end
     end
-    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+    rcall('PEXPIREAT', key, dec(ceil_ms(w.expire)))
   elseif w.log == 'block' then
     apply_log_block(key, w)
   elseif w.delete then
     -- A log may be long: freed lazily, as the module does.
     rcall('UNLINK', key)
   else
-    local got = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'LIMIT', 0, w.remove + 1)
+    local got = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'LIMIT', '0', dec(w.remove + 1))
     local removed = {}
     for i = 1, #got do
       if got[i] ~= 'B' and #removed < w.remove then removed[#removed + 1] = got[i] end
     end
     if #removed > 0 then rcall('ZREM', key, unpack(removed)) end
-    rcall('PEXPIREAT', key, ceil_ms(w.expire))
+    rcall('PEXPIREAT', key, dec(ceil_ms(w.expire)))
   end
 end
 return SLIDINGLOG
@@ -1742,7 +1744,7 @@ local function lease_nth_newest_other(z, k)
   local batch = k + 2 + z.probed
   local offset, seen, own = 0, 0, 0
   while true do
-    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', offset, batch)
+    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', dec(offset), dec(batch))
     for i = 1, #got, 2 do
       local m = got[i]
       if m ~= 'B' then
@@ -1881,7 +1883,7 @@ function CONCURRENCY.apply(key, w)
     end
     rcall('ZADD', key, unpack(args))
   end
-  rcall('PEXPIREAT', key, w.expire_ms)
+  rcall('PEXPIREAT', key, dec(w.expire_ms))
 end
 return CONCURRENCY
 end
@@ -1963,6 +1965,8 @@ end
 -- Parsed limits by their parameter strings (a limit is a pure function of
 -- them): most callers use a few; bounded. `(alg, a, n, at)`: alg's limit
 -- from its n parameters at a[at] (at: 1 when not given); one cache per alg.
+-- The second function looks a limit up without parsing (nil: not cached),
+-- for the fast paths, which raise no error (none in the EVAL form).
 local function limit_cache()
   if eval_form then
     -- A cache lives for one call there: none.
@@ -1973,6 +1977,11 @@ local function limit_cache()
     end
   end
   local cache, size = {}, 0
+  local function lookup(p1, p2, p3)
+    local c1 = cache[p1]
+    local c2 = c1 and c1[p2]
+    return c2 and c2[p3 or 1]
+  end
   return function(alg, a, n, at)
     at = at or 1
     local p1, p2, p3 = a[at], a[at + 1], a[at + 2]
@@ -1990,7 +1999,7 @@ local function limit_cache()
     c2[n == 3 and p3 or 1] = lim
     size = size + 1
     return lim
-  end
+  end, lookup
 end
 
 -- The options from args[from] on; none: the defaults.
@@ -2001,36 +2010,704 @@ end
 
 -- RL.GCRA, RL.TOKENBUCKET, RL.LEAKYBUCKET, RL.SLIDINGLOG
 -- (src/command/mod.rs run_kind). args[i] is the module's argv[i + 1].
+-- Returns the command and its limits' lookup (limit_cache).
 local function kind_command(fname, command, alg, params)
-  local cached = limit_cache()
-  return function(keys, args, ro)
+  local cached, lookup = limit_cache()
+  return function(keys, args, ro, at_now)
     local key = keys[1]
     if #keys ~= 1 then e_one_key(fname) end
     local count, now = trailing_now(args)
+    if at_now then now = at_now end
     if count < params then wrong_arity(command) end
     local lim = cached(alg, args, params)
     local o = options_or_default(args, count, params + 1, now)
     return run_one(key, lim, o, ro)
+  end, lookup
+end
+
+---------------------------------------------------------------------------
+-- Fast paths (docs/functions.md, "Speed"): the common forms of a function
+-- (no options, or TOKENS n; with or without NOW last) with a limit already
+-- parsed and a state the function wrote itself (or none), answered with
+-- the fewest Lua steps and the same replies, writes and expiries as the
+-- full path. Anything else (another form, a limit not yet cached, a key of
+-- another type, a state not in its plainest encoding, a blocked key, a
+-- state too far ahead) returns nil before the clock is read, or goes on
+-- into the full path with the clock read (`call(…, now)`): every check
+-- and error stays the full path's. A fast path raises no error.
+
+-- Built by the library's first call (need_fast), never by the EVAL form,
+-- which builds everything on every call and takes the full path.
+-- `call(fname, keys, args, ro, now)`: the full path (defined at the end),
+-- handed in rather than captured, which would lengthen every closure's
+-- upvalue walk in the EVAL form.
+-- Not even made in the EVAL form: a closure made there walks the open
+-- upvalues for each name it captures, on every call.
+local FAST
+local need_fast = not eval_form and function(call)
+if FAST then return FAST end
+
+-- A count in the form `[1-9][0-9]*`, at most 15 digits: what to_int reads
+-- as the same value, at least 1; nil for anything else.
+local function fast_count(s)
+  if #s <= 15 and find(s, '^[1-9]%d*$') then return tonumber(s) end
+  return nil
+end
+
+-- NOW's value in that form, at most 2^52; nil for anything else.
+local function fast_now(s)
+  if #s <= 16 and find(s, '^[1-9]%d*$') then
+    local v = tonumber(s)
+    if v <= TWO52 then return v end
+  end
+  return nil
+end
+
+-- The common forms after `params` parameters: `[TOKENS n] [PEEK] [NOW t]`
+-- in that order, upper case. Returns the tokens, the clock (nil: none) and
+-- whether PEEK was given; nil for any other form.
+local function fast_form(args, params)
+  local count = #args
+  local now
+  if count >= params + 2 and args[count - 1] == 'NOW' then
+    now = fast_now(args[count])
+    if not now then return nil end
+    count = count - 2
+  end
+  local i, n = params + 1, 1
+  if i < count and args[i] == 'TOKENS' then
+    n = fast_count(args[i + 1])
+    if not n then return nil end
+    i = i + 2
+  end
+  local peek = false
+  if i == count and args[i] == 'PEEK' then
+    peek = true
+    i = i + 1
+  end
+  if i <= count then return nil end
+  return n, now, peek
+end
+
+
+-- ⌈us / 1000⌉ for 0 <= us < 2^53 (Lua's % is exact there, and no call).
+-- Decimal strings of the integers the fast paths write again and again (a
+-- window's start, its end in ms, a count), and the reverse: a table lookup
+-- instead of string.format and strtod. Bounded: emptied at 4096 entries.
+local DEC_OF, NUM_OF, memo_size = {}, {}, 0
+local function memo_dec(x)
+  local s = format('%d', x)
+  if memo_size >= 4096 then DEC_OF, NUM_OF, memo_size = {}, {}, 0 end
+  DEC_OF[x] = s
+  NUM_OF[s] = x
+  memo_size = memo_size + 1
+  return s
+end
+-- The number of a canonical decimal string (TIME's seconds), memoized.
+local function memo_num(s)
+  local x = tonumber(s)
+  if memo_size >= 4096 then DEC_OF, NUM_OF, memo_size = {}, {}, 0 end
+  DEC_OF[x] = s
+  NUM_OF[s] = x
+  memo_size = memo_size + 1
+  return x
+end
+
+-- The server's clock (µs).
+local function server_now()
+  local t = rcall('TIME')
+  local secs = t[1]
+  return (NUM_OF[secs] or memo_num(secs)) * US_PER_SEC + t[2]
+end
+
+-- rl_gcra: GCRA.take and plan_string for a TAT in µs.
+local function fast_gcra(lookup)
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local n, now = 1, nil
+    if #args ~= 3 then
+      local peek
+      n, now, peek = fast_form(args, 3)
+      if not n then return nil end
+      if peek then ro = true end
+    end
+    local lim = lookup(args[1], args[2], args[3])
+    if not lim then return nil end
+    local key = keys[1]
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
+    if stored and (type(stored) ~= 'string' or #stored > 16 or stored == '' or find(stored, '%D')) then return nil end
+    now = now or server_now()
+    local ttl = 0
+    if stored then
+      local tat = tonumber(stored)
+      if tat > now + MAX_PERIOD_US then return call('rl_gcra', keys, args, ro, now) end
+      if tat > now then ttl = tat - now end
+    end
+    local limit, t, tau = lim.limit, lim.t, lim.tau
+    local x, r
+    if n <= limit then
+      local new_ttl = ttl + t * n
+      if new_ttl <= tau then
+        if not ro then
+          local tat = now + new_ttl
+          r = tat % 1000
+          rcall('SET', key, format('%d', tat), 'PXAT', format('%d', (tat - r) / 1000 + (r > 0 and 1 or 0)))
+        end
+        x = tau - new_ttl
+        r = new_ttl % 1000
+        return { 0, limit, (x - x % t) / t, -1, (new_ttl - r) / 1000 + (r > 0 and 1 or 0) }
+      end
+      x = tau - ttl
+      local retry = new_ttl - tau
+      r = ttl % 1000
+      local q = retry % 1000
+      return { 1, limit, x > 0 and (x - x % t) / t or 0, (retry - q) / 1000 + (q > 0 and 1 or 0),
+        (ttl - r) / 1000 + (r > 0 and 1 or 0) }
+    end
+    x = tau - ttl
+    r = ttl % 1000
+    return { 1, limit, x > 0 and (x - x % t) / t or 0, -1, (ttl - r) / 1000 + (r > 0 and 1 or 0) }
   end
 end
 
+-- rl_tokenbucket and rl_leakybucket: bucket_debt, TOKENBUCKET.take (and
+-- LEAKYBUCKET's wait) and plan_string where every product is below 2^53.
+local function fast_bucket(lookup, fname, leaky)
+  -- ⌊(capacity units − debt) / p⌋ (bucket_remaining); nil when inexact.
+  local function remaining(lim, dq, dr)
+    local r = lim.r
+    local xq, xr = lim.cq - dq, lim.cr - dr
+    if xr < 0 then xr = xr + r; xq = xq - 1 end
+    if xq < 0 then return 0 end
+    local x = xq * r + xr
+    if x >= TWO53 then return nil end
+    local p = lim.p
+    return (x - x % p) / p
+  end
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local n, now, peek = fast_form(args, 3)
+    if not n then return nil end
+    if peek then ro = true end
+    local lim = lookup(args[1], args[2], args[3])
+    if not lim then return nil end
+    local key = keys[1]
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
+    local s1, s2
+    if stored then
+      if type(stored) ~= 'string' then return nil end
+      if #stored <= 16 and stored ~= '' and not find(stored, '%D') then
+        s1 = stored
+      else
+        s1, s2 = match(stored, '^(%d+):(%d+)$')
+        if not s1 or #s1 > 16 or #s2 > 15 then return nil end
+      end
+    end
+    now = now or server_now()
+    local r, capacity = lim.r, lim.capacity
+    local dq, dr = 0, 0
+    if s1 then
+      local full = NUM_OF[s1] or tonumber(s1)
+      if full > now + MAX_PERIOD_US then return call(fname, keys, args, ro, now) end
+      if full >= now then
+        dq = full - now
+        if s2 then
+          dr = tonumber(s2)
+          if dr > r - 1 then dr = r - 1 end
+        end
+      end
+    end
+    local p = lim.p
+    local np = n * p
+    local retry = -1
+    if n <= capacity then
+      if np >= TWO53 then return call(fname, keys, args, ro, now) end
+      local nr = np % r
+      local nq = (np - nr) / r + dq
+      nr = nr + dr
+      if nr >= r then nr = nr - r; nq = nq + 1 end
+      local eq, er = nq - lim.cq, nr - lim.cr
+      if er < 0 then er = er + r; eq = eq - 1 end
+      if eq < 0 or (eq == 0 and er == 0) then
+        -- Allowed: the new debt is (nq, nr).
+        local x = eq * -r - er
+        if x >= TWO53 then return call(fname, keys, args, ro, now) end
+        local full_at = now + nq
+        local expire = full_at
+        if nr > 0 then expire = full_at + 1 end
+        local until_full = expire - now
+        if not ro then
+          if expire > now + MAX_PERIOD_US then expire = now + MAX_PERIOD_US end
+          local q = expire % 1000
+          rcall('SET', key, nr == 0 and format('%d', full_at) or format('%d:%d', full_at, nr),
+            'PXAT', format('%d', (expire - q) / 1000 + (q > 0 and 1 or 0)))
+        end
+        local q = until_full % 1000
+        local wait = -1
+        if leaky then
+          wait = dq + (dr > 0 and 1 or 0)
+          local w = wait % 1000
+          wait = (wait - w) / 1000 + (w > 0 and 1 or 0)
+        end
+        return { 0, capacity, (x - x % p) / p, wait, (until_full - q) / 1000 + (q > 0 and 1 or 0) }
+      end
+      retry = eq + (er > 0 and 1 or 0)
+      local q = retry % 1000
+      retry = (retry - q) / 1000 + (q > 0 and 1 or 0)
+    end
+    local left = remaining(lim, dq, dr)
+    if left == nil then return call(fname, keys, args, ro, now) end
+    local debt = dq + (dr > 0 and 1 or 0)
+    local q = debt % 1000
+    return { 1, capacity, left, retry, (debt - q) / 1000 + (q > 0 and 1 or 0) }
+  end
+end
+
+-- rl_slidinglog: zset_open, zset_count_after, SLIDINGLOG.take and .apply
+-- for a log whose newest entry is not ahead of now, without a block in
+-- force and with at most limit + 1 entries left in the window's past,
+-- answered with the same sorted-set commands; a refusal with the log full
+-- (even counting a block) reads the set three times: its length, its old
+-- entries, its newest limit − n + 2 (the n-th newest's score: the retry).
+-- Every member read is checked; one the module would not have written
+-- sends the call to the full path (which errors where the module does).
+local function fast_log(lookup)
+  local LOG, MEMBER_OK, members = SLIDINGLOG, {}, 0
+  local function is_member(m)
+    local ok = MEMBER_OK[m]
+    if ok == nil then
+      ok = LOG.is_member(m)
+      if members >= 4096 then MEMBER_OK, members = {}, 0 end
+      MEMBER_OK[m] = ok
+      members = members + 1
+    end
+    return ok
+  end
+  -- The newest entry (member, score string) is one the module wrote: its
+  -- member's integer and score (µs); nil if not.
+  local function newest_entry(m, score)
+    if m == 'B' or not is_member(m) then return nil end
+    local id = NUM_OF[m] or tonumber(m)
+    local v = tonumber(score)
+    if not (v and v == v and v > -INF and v < INF and v == floor(v) and v >= 1e14) then return nil end
+    return id, v
+  end
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local n, now, peek = fast_form(args, 2)
+    if not n then return nil end
+    if peek then ro = true end
+    local lim = lookup(args[1], args[2])
+    if not lim then return nil end
+    local key = keys[1]
+    local len = rpcall('ZCARD', key)
+    if type(len) ~= 'number' or len > 2 * SLIDING_LOG_HARD_MAX + 1 then return nil end
+    now = now or server_now()
+    local limit, w = lim.limit, lim.w
+    local cutoff = now - w
+    local newest, member, blocked, live = nil, nil, nil, 0
+    local old
+    if len > 0 then
+      -- zset_count_after's walk of the old entries, with the stale entries
+      -- an allowed call removes (the full path fetches as many).
+      local removable = n < limit and n or limit
+      local fetch = removable + STALE_REMOVED_PER_CALL
+      if fetch < limit + 2 then fetch = limit + 2 end
+      old = rcall('ZRANGEBYSCORE', key, '-inf', format('%d', cutoff), 'LIMIT', '0', DEC_OF[fetch] or memo_dec(fetch))
+      local older = #old
+      if older > limit + 1 then return call('rl_slidinglog', keys, args, ro, now) end
+      local old_block = false
+      for i = 1, older do
+        local m = old[i]
+        if m == 'B' then old_block = true elseif not is_member(m) then return call('rl_slidinglog', keys, args, ro, now) end
+      end
+      -- Entries after the cutoff, a block there among them or not.
+      local upper = len - older
+      if n <= limit and upper + n > limit then
+        -- Refused unless a block is among them: the newest limit − n + 2.
+        local k = limit - n
+        local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', DEC_OF[k + 2] or memo_dec(k + 2))
+        local seen, nth, lowest = 0, nil, nil
+        for i = 1, #top, 2 do
+          local m = top[i]
+          if m == 'B' then
+            blocked = score_us(tonumber(top[i + 1]))
+          else
+            if not newest then
+              member, newest = newest_entry(m, top[i + 1])
+              if not member then return call('rl_slidinglog', keys, args, ro, now) end
+            elseif not is_member(m) then
+              return call('rl_slidinglog', keys, args, ro, now)
+            end
+            if seen == k then nth = score_us(tonumber(top[i + 1])) end
+            seen = seen + 1
+          end
+          lowest = top[i + 1]
+        end
+        if newest == nil or newest > now or (blocked and blocked > now) then
+          return call('rl_slidinglog', keys, args, ro, now)
+        end
+        -- The block: read (its score), among the old entries, absent (the
+        -- whole set read), or not read: then at or before the lowest entry
+        -- read, so past when that is, and not counted when that is old;
+        -- else only the count's cap decides (the reply is the same).
+        local after
+        if blocked then
+          after = blocked > cutoff
+        elseif old_block or #top < 2 * (k + 2) then
+          after = false
+        else
+          local low = tonumber(lowest)
+          if low <= cutoff then
+            after = false
+          elseif upper - 1 >= limit and low <= now then
+            after = true
+          else
+            return call('rl_slidinglog', keys, args, ro, now)
+          end
+        end
+        live = after and upper - 1 or upper
+        if live > limit + 1 then live = limit + 1 end
+        if live + n <= limit then return call('rl_slidinglog', keys, args, ro, now) end
+        local reset = newest + w - now
+        local retry = reset
+        if nth then retry = nth + w - now end
+        if retry < 1 then retry = 1 end
+        local remaining = limit - live
+        if remaining < 0 then remaining = 0 end
+        local q, r = retry % 1000, reset % 1000
+        return { 1, limit, remaining, (retry - q) / 1000 + (q > 0 and 1 or 0), (reset - r) / 1000 + (r > 0 and 1 or 0) }
+      end
+      -- zset_open: the newest entry and the block.
+      local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
+      local i = 1
+      if top[1] == 'B' then
+        blocked = score_us(tonumber(top[2]))
+        i = 3
+      end
+      if top[i] then
+        member, newest = newest_entry(top[i], top[i + 1])
+        if not member then return call('rl_slidinglog', keys, args, ro, now) end
+      end
+      if not blocked and not old_block then
+        local b = rcall('ZSCORE', key, 'B')
+        if b then blocked = score_us(tonumber(b)) end
+      end
+      if (newest and newest > now) or (blocked and blocked > now) then
+        return call('rl_slidinglog', keys, args, ro, now)
+      end
+      live = upper
+      if blocked and blocked > cutoff then live = live - 1 end
+      if live < 0 then live = 0 end
+      if live > limit + 1 then live = limit + 1 end
+    end
+    local reset = 0
+    if newest and live > 0 then reset = newest + w - now end
+    local remaining = limit - live
+    if remaining < 0 then remaining = 0 end
+    if n > limit or live + n > limit then
+      if n <= limit then return call('rl_slidinglog', keys, args, ro, now) end
+      local r = reset % 1000
+      return { 1, limit, remaining, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
+    end
+    if not ro then
+      -- SLIDINGLOG.apply: the stale entries, then n entries at now.
+      if old and #old > 0 then
+        local stale = old
+        if #old > n + STALE_REMOVED_PER_CALL then stale = { unpack(old, 1, n + STALE_REMOVED_PER_CALL) } end
+        rcall('ZREM', key, unpack(stale))
+      end
+      local modulus = 2 * limit
+      if modulus < 128 then modulus = 128 end
+      local at = format('%d', now)
+      local added, tries, next_member = 0, 0, member and member + 1 or 0
+      while added < n do
+        if tries > modulus + n then return call('rl_slidinglog', keys, args, ro, now) end
+        tries = tries + 1
+        local m = DEC_OF[next_member % modulus]
+        m = m or memo_dec(next_member % modulus)
+        next_member = next_member + 1
+        if rcall('ZADD', key, 'NX', at, m) == 1 then
+          added = added + 1
+        else
+          local score = rcall('ZSCORE', key, m)
+          if tonumber(score) <= cutoff then
+            rcall('ZADD', key, at, m)
+            added = added + 1
+          end
+        end
+      end
+      local expire = now + w
+      local q = expire % 1000
+      rcall('PEXPIREAT', key, format('%d', (expire - q) / 1000 + (q > 0 and 1 or 0)))
+    end
+    local q = w % 1000
+    return { 0, limit, limit - live - n, -1, (w - q) / 1000 + (q > 0 and 1 or 0) }
+  end
+end
+
+-- cl_throttle: its common forms (an optional quantity of at least 1, NOW
+-- last) on a TAT in ns (what the library and the module write today):
+-- CELL.take and plan_string.
+local function fast_cell(lookup)
+  -- cell_remaining of a TAT (a_us, a_ns) from now.
+  local function remaining(lim, a_us, a_ns)
+    local t_us, t_ns = lim.t_us, lim.t_ns
+    local nus, nns = lim.tau_us - a_us, lim.tau_ns - a_ns
+    if nns < 0 then nns = nns + 1000; nus = nus - 1 end
+    -- next <= −T: nothing left.
+    local mus, mns = -t_us, 0
+    if t_ns > 0 then mus, mns = -t_us - 1, 1000 - t_ns end
+    if not (nus > mus or (nus == mus and nns > mns)) then return 0 end
+    if nus < 0 and nns > 0 then nus = nus + 1 end
+    local c = nus / t_us
+    if c < 0 then c = -floor(-c) else c = floor(c) end
+    if c < 0 then return 0 end
+    if c > lim.limit then return lim.limit end
+    return c
+  end
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local count = #args
+    local now
+    if count >= 5 and args[count - 1] == 'NOW' then
+      now = fast_now(args[count])
+      if not now then return nil end
+      count = count - 2
+    end
+    local n = 1
+    if count == 4 then
+      n = fast_count(args[4])
+      if not n then return nil end
+    elseif count ~= 3 then
+      return nil
+    end
+    local lim = lookup(args[1], args[2], args[3])
+    if not lim then return nil end
+    local key = keys[1]
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
+    local sus, sns
+    if stored then
+      if type(stored) ~= 'string' then return nil end
+      local len = #stored
+      if (len ~= 18 and len ~= 19) or not find(stored, '^[1-9]%d*$') or (len == 19 and stored > I64_MAX) then
+        return nil
+      end
+      sus, sns = tonumber(sub(stored, 1, -4)), tonumber(sub(stored, -3))
+    end
+    now = now or server_now()
+    if sus and sus > now + MAX_PERIOD_US then return call('cl_throttle', keys, args, ro, now) end
+    local t_us, t_ns, limit, tau_us, tau_ns = lim.t_us, lim.t_ns, lim.limit, lim.tau_us, lim.tau_ns
+    if n >= 9e12 then return call('cl_throttle', keys, args, ro, now) end
+    -- The TAT from now (≥ 0), as (µs, ns); now has no ns.
+    local ttl_us, ttl_ns = 0, 0
+    if sus and (sus > now or (sus == now and sns > 0)) then ttl_us, ttl_ns = sus - now, sns end
+    local r = ttl_us % 1000000
+    local ttl_secs = (ttl_us - r) / 1000000 + (r >= 1000 and 1 or 0)
+    if n > limit then return { 1, limit, remaining(lim, ttl_us, ttl_ns), -1, ttl_secs } end
+    local x = t_ns * n
+    local ins = x % 1000
+    local nus, nns = ttl_us + now + t_us * n + (x - ins) / 1000, ttl_ns + ins
+    if nns >= 1000 then nns = nns - 1000; nus = nus + 1 end
+    local lus = nus - now
+    if lus > tau_us or (lus == tau_us and nns > tau_ns) then
+      local rus = lus - tau_us - (nns < tau_ns and 1 or 0)
+      local left = remaining(lim, ttl_us, ttl_ns)
+      if left > n - 1 then left = n - 1 end
+      r = rus % 1000000
+      local retry = (rus - r) / 1000000 + (r >= 1000 and 1 or 0)
+      if retry < 1 then retry = 1 end
+      return { 1, limit, left, retry, ttl_secs }
+    end
+    if not ro then
+      local expire = nus + (nns > 0 and 1 or 0)
+      if expire > now + MAX_PERIOD_US then expire = now + MAX_PERIOD_US end
+      local q = expire % 1000
+      rcall('SET', key, nus >= 1e14 and format('%d%03d', nus, nns) or format('%d', nus + (nns > 0 and 1 or 0)),
+        'PXAT', format('%d', (expire - q) / 1000 + (q > 0 and 1 or 0)))
+    end
+    r = lus % 1000000
+    return { 0, limit, remaining(lim, lus, nns), -1, (lus - r) / 1000000 + (r >= 1000 and 1 or 0) }
+  end
+end
+
+-- rl_fixedwindow, with or without ALIGN FIRST right after the parameters:
+-- fixed_counted, FIXEDWINDOW.take and plan_string.
+local function fast_fixed(lookup)
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local first = args[3] == 'ALIGN' and args[4] == 'FIRST'
+    local n, now, peek = fast_form(args, first and 4 or 2)
+    if not n then return nil end
+    if peek then ro = true end
+    local lim = lookup(args[1], args[2])
+    if lim and first then lim = lim.first_variant end
+    if not lim then return nil end
+    local key = keys[1]
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
+    local s1, s2
+    if stored then
+      if type(stored) ~= 'string' or #stored > 34 then return nil end
+      s1, s2 = match(stored, first and '^F(%d+):(%d+)$' or '^(%d+):(%d+)$')
+      if not s1 or #s1 > 16 or #s2 > 15 then return nil end
+    end
+    now = now or server_now()
+    local w, limit = lim.w, lim.limit
+    local start, count
+    if s1 then
+      start, count = NUM_OF[s1] or tonumber(s1), NUM_OF[s2] or tonumber(s2)
+      if start > now + MAX_PERIOD_US then return call('rl_fixedwindow', keys, args, ro, now) end
+      if start > now then
+        -- a window ahead (a clock that stepped back): counted as it is
+      elseif first then
+        if now >= start + w then start, count = now, 0 end
+      else
+        local current = now - now % w
+        if start ~= current then start, count = current, 0 end
+      end
+    else
+      start, count = first and now or now - now % w, 0
+    end
+    local to_end = start + w - now
+    local r = to_end % 1000
+    local reset = (to_end - r) / 1000 + (r > 0 and 1 or 0)
+    local new_count = count + n
+    if n <= limit and new_count <= limit then
+      if not ro then
+        local finish = start + w
+        if finish > now + MAX_PERIOD_US then finish = now + MAX_PERIOD_US end
+        r = finish % 1000
+        finish = (finish - r) / 1000 + (r > 0 and 1 or 0)
+        local value
+        if first then
+          value = 'F' .. (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
+        else
+          value = (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
+        end
+        rcall('SET', key, value, 'PXAT', DEC_OF[finish] or memo_dec(finish))
+      end
+      return { 0, limit, limit - new_count, -1, reset }
+    end
+    local remaining = limit - count
+    if remaining < 0 then remaining = 0 end
+    if count == 0 then reset = 0 end
+    return { 1, limit, remaining, n <= limit and reset or -1, reset }
+  end
+end
+
+-- rl_slidingwindow without BUCKETS: sliding_view and SLIDINGWINDOW.take
+-- where the weighted count is a product below 2^53, when allowed or when
+-- TOKENS is above the limit (a refusal's retry: the full path).
+local function fast_sliding(lookup)
+  return function(keys, args, ro)
+    if #keys ~= 1 then return nil end
+    local n, now, peek = fast_form(args, 2)
+    if not n then return nil end
+    if peek then ro = true end
+    local lim = lookup(args[1], args[2])
+    if not lim or lim.limit > MAX_EXACT then return nil end
+    local key = keys[1]
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
+    local s1, s2, s3
+    if stored then
+      if type(stored) ~= 'string' or #stored > 50 then return nil end
+      s1, s2, s3 = match(stored, '^(%d+):(%d+):(%d+)$')
+      if not s1 or #s1 > 16 or #s2 > 15 or #s3 > 15 then return nil end
+    end
+    now = now or server_now()
+    local w, limit = lim.w, lim.limit
+    local t = now
+    local previous, current = 0, 0
+    local start
+    if s1 then
+      local s_start = tonumber(s1)
+      if s_start > now + MAX_PERIOD_US then return call('rl_slidingwindow', keys, args, ro, now) end
+      if s_start > now then t = s_start end
+      start = t - t % w
+      if s_start == start then
+        previous, current = tonumber(s2), tonumber(s3)
+      elseif s_start == start - w then
+        previous = tonumber(s3)
+      end
+    else
+      start = t - t % w
+    end
+    local p = previous * (w - (t - start))
+    if p >= TWO53 then return call('rl_slidingwindow', keys, args, ro, now) end
+    local pr = p % w
+    local pc = (p - pr) / w + (pr > 0 and 1 or 0)
+    local remaining
+    if n > limit then
+      remaining = limit - current - pc
+      local reset = 0
+      if current > 0 then reset = start + 2 * w - now elseif previous > 0 then reset = start + w - now end
+      local r = reset % 1000
+      return { 1, limit, remaining > 0 and remaining or 0, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
+    end
+    local new_current = current + n
+    if pc > limit - new_current then return call('rl_slidingwindow', keys, args, ro, now) end
+    local expire = start + 2 * w
+    if not ro then
+      local cap = now + 2 * MAX_PERIOD_US
+      local e = expire > cap and cap or expire
+      local r = e % 1000
+      rcall('SET', key, format('%d:%d:%d', start, previous, new_current),
+        'PXAT', format('%d', (e - r) / 1000 + (r > 0 and 1 or 0)))
+    end
+    local reset = expire - now
+    local r = reset % 1000
+    return { 0, limit, limit - new_current - pc, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
+  end
+end
+
+FAST = { gcra = fast_gcra, bucket = fast_bucket, log = fast_log, cell = fast_cell, fixed = fast_fixed,
+  sliding = fast_sliding }
+return FAST
+end
+
 -- define(fname): the command `fname` (nil: none), made on its first call
--- (see `call`). One function rather than a table of them: the EVAL form
+-- (see `call`, which hands itself in for the fast paths' fallbacks). One
+-- function rather than a table of them: the EVAL form
 -- builds it on every call.
-local function define(fname)
-if fname == 'rl_gcra' then return kind_command('rl_gcra', 'rl.gcra', need_gcra(), 3) end
-if fname == 'rl_tokenbucket' then return kind_command('rl_tokenbucket', 'rl.tokenbucket', need_buckets(), 3) end
+local function define(fname, call)
+if fname == 'rl_gcra' then
+  local command, lookup = kind_command('rl_gcra', 'rl.gcra', need_gcra(), 3)
+  return command, not eval_form and need_fast(call).gcra(lookup)
+end
+if fname == 'rl_tokenbucket' then
+  local command, lookup = kind_command('rl_tokenbucket', 'rl.tokenbucket', need_buckets(), 3)
+  return command, not eval_form and need_fast(call).bucket(lookup, 'rl_tokenbucket', false)
+end
 if fname == 'rl_leakybucket' then
   need_buckets()
-  return kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
+  local command, lookup = kind_command('rl_leakybucket', 'rl.leakybucket', LEAKYBUCKET, 3)
+  return command, not eval_form and need_fast(call).bucket(lookup, 'rl_leakybucket', true)
 end
-if fname == 'rl_slidinglog' then return kind_command('rl_slidinglog', 'rl.slidinglog', need_slidinglog(), 2) end
+if fname == 'rl_slidinglog' then
+  local command, lookup = kind_command('rl_slidinglog', 'rl.slidinglog', need_slidinglog(), 2)
+  return command, not eval_form and need_fast(call).log(lookup)
+end
 
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
 
 if fname == 'rl_fixedwindow' then
 need_fixed()
-local fixed_cached = limit_cache()
+local fixed_cached, fixed_lookup = limit_cache()
 -- ALIGN EPOCH | ALIGN FIRST, as o.own.
 local function align_option(W, i, a, o)
   if W ~= 'ALIGN' or o.own then return nil end
@@ -2045,10 +2722,11 @@ local function align_option(W, i, a, o)
   end
   return 2
 end
-return function(keys, args, ro)
+return function(keys, args, ro, at_now)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('rl_fixedwindow') end
   local count, now = trailing_now(args)
+  if at_now then now = at_now end
   if count < 2 then wrong_arity('rl.fixedwindow') end
   local lim = fixed_cached(FIXEDWINDOW, args, 2)
   local o = options_or_default(args, count, 3, now, align_option, FIXED_SYNTAX)
@@ -2061,24 +2739,25 @@ return function(keys, args, ro)
     lim = first
   end
   return run_one(key, lim, o, ro)
-end
+end, not eval_form and need_fast(call).fixed(fixed_lookup)
 end
 
 local SLIDING_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [BUCKETS k] after the parameters'
 
 if fname == 'rl_slidingwindow' then
 need_sliding()
-local sliding_cached = limit_cache()
+local sliding_cached, sliding_lookup = limit_cache()
 -- BUCKETS k, as o.own.
 local function buckets_option(W, i, a, o)
   if W ~= 'BUCKETS' or o.own or a[i + 1] == nil then return nil end
   o.own = integer(a, i + 1, 'BUCKETS')
   return 2
 end
-return function(keys, args, ro)
+return function(keys, args, ro, at_now)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('rl_slidingwindow') end
   local count, now = trailing_now(args)
+  if at_now then now = at_now end
   if count < 2 then wrong_arity('rl.slidingwindow') end
   local lim = sliding_cached(SLIDINGWINDOW, args, 2)
   local o = options_or_default(args, count, 3, now, buckets_option, SLIDING_SYNTAX)
@@ -2096,7 +2775,7 @@ return function(keys, args, ro)
   end
   if lim.limit > MAX_EXACT then e_inexact('limit') end
   return run_one(key, lim, o, ro)
-end
+end, not eval_form and need_fast(call).sliding(sliding_lookup)
 end
 
 -- RL.CONCURRENCY key limit lease ACQUIRE id [TOKENS n] [PEEK] [BLOCK d] |
@@ -2105,10 +2784,11 @@ if fname == 'rl_concurrency' then
 need_concurrency()
 local concurrency_cached = limit_cache()
 local lease_op, check_lease_id = CONCURRENCY.op, CONCURRENCY.check_id
-return function(keys, args, ro)
+return function(keys, args, ro, at_now)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('rl_concurrency') end
   local count, now = trailing_now(args)
+  if at_now then now = at_now end
   if count < 4 then wrong_arity('rl.concurrency') end
   local base = concurrency_cached(CONCURRENCY, args, 2)
   local op = lease_op(args[3])
@@ -2147,17 +2827,18 @@ end
 -- library's NOW unix_µs last (src/command/throttle.rs).
 if fname == 'cl_throttle' then
 need_cell()
-local cell_cached = limit_cache()
-return function(keys, args, ro)
+local cell_cached, cell_lookup = limit_cache()
+return function(keys, args, ro, at_now)
   local key = keys[1]
   if #keys ~= 1 then e_one_key('cl_throttle') end
   local count, now = trailing_now(args)
+  if at_now then now = at_now end
   local o = default_options(now)
   if count < 3 or count > 4 then wrong_arity('cl.throttle') end
   local lim = cell_cached(CELL, args, 3)
   if count == 4 then o.n = integer_at_least(args, 4, 'quantity', 0, '>= 0') end
   return run_one(key, lim, o, ro, true)
-end
+end, not eval_form and need_fast(call).cell(cell_lookup)
 end
 
 -- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
@@ -2236,9 +2917,10 @@ local function binding(ds)
   return best, b
 end
 
-return function(keys, args, ro)
+return function(keys, args, ro, at_now)
   local n = #keys
   local nargs, now = trailing_now(args)
+  if at_now then now = at_now end
   local a = { dec(n) }
   for i = 1, n do a[i + 1] = keys[i] end
   for i = 1, nargs do a[n + 1 + i] = args[i] end
@@ -2325,18 +3007,29 @@ end
 ---------------------------------------------------------------------------
 -- Entry points
 
-local COMMANDS = {}
+local COMMANDS, FASTS = {}, {}
 
-local function call(fname, keys, args, ro)
+-- The command `fname` (nil: none), defined on its first call, with its
+-- fast path (FASTS: false for none).
+local function command_of(fname, call)
   local command = COMMANDS[fname]
   if command == nil then
-    command = define(fname)
-    if command == nil then
-      return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
-    end
+    local fast
+    command, fast = define(fname, call)
+    if command == nil then return nil end
     COMMANDS[fname] = command
+    FASTS[fname] = fast or false
   end
-  local ok, result = pcall(command, keys, args, ro)
+  return command
+end
+
+-- `now`: the clock a fast path already read (nil: none).
+local function call(fname, keys, args, ro, now)
+  local command = command_of(fname, call)
+  if command == nil then
+    return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
+  end
+  local ok, result = pcall(command, keys, args, ro, now)
   if ok then return result end
   -- A failure raised by `fail` (Redis 7.0's pcall hands back the text of
   -- an error table; later servers the table).
@@ -2360,20 +3053,43 @@ local function call(fname, keys, args, ro)
   return redis.error_reply(text)
 end
 
-return call
+-- The fast path of `fname` (false: none; nil: no such function).
+local fast_of = not eval_form and function(fname)
+  if command_of(fname, call) == nil then return nil end
+  return FASTS[fname]
+end
+
+return call, fast_of
 end)()
 end
 
-local call
+local call, fast_of
 
 if redis.register_function then
+  -- Each function tries its fast path (the common forms: an answer, or nil
+  -- having read nothing but the key) before the full one.
   local function register(fname)
+    local fast, fast_ro
     redis.register_function { function_name = fname, callback = function(keys, args)
-      call = call or build()
+      if fast == nil then
+        if not call then call, fast_of = build() end
+        fast = fast_of(fname)
+      end
+      if fast then
+        local reply = fast(keys, args, false)
+        if reply then return reply end
+      end
       return call(fname, keys, args, false)
     end }
     redis.register_function { function_name = fname .. '_ro', flags = { 'no-writes' }, callback = function(keys, args)
-      call = call or build()
+      if fast_ro == nil then
+        if not call then call, fast_of = build() end
+        fast_ro = fast_of(fname)
+      end
+      if fast_ro then
+        local reply = fast_ro(keys, args, true)
+        if reply then return reply end
+      end
       return call(fname, keys, args, true)
     end }
   end

@@ -15,7 +15,7 @@ mod server;
 
 // The pure core (algorithms, errors, time units) lives in its own crate,
 // `ratelimit-core`; re-exported under the paths the glue uses.
-pub use ratelimit_core::{algorithm, definition, error, limit, time};
+pub use ratelimit_core::{algorithm, calendar, definition, error, limit, time};
 
 /// The module's global allocator (see [`server::load::ModuleAllocator`]).
 #[global_allocator]

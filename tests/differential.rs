@@ -108,6 +108,18 @@ const SINGLES: [Cmd; 8] = [
     Cmd::Concurrency,
 ];
 
+/// The commands whose library function has a fast path for its common
+/// forms (functions/ratelimit.lua, "Fast paths").
+const FAST_PATHS: [Cmd; 7] = [
+    Cmd::Gcra,
+    Cmd::Throttle,
+    Cmd::TokenBucket,
+    Cmd::LeakyBucket,
+    Cmd::FixedWindow,
+    Cmd::SlidingWindow,
+    Cmd::SlidingLog,
+];
+
 /// The limit types `RL.ALL` takes.
 const ALL_KINDS: [Cmd; 5] = [
     Cmd::Gcra,
@@ -487,6 +499,43 @@ impl Call {
     fn show(&self) -> String {
         self.module_args().join(" ")
     }
+
+    /// Whether the library receives this call in a common form, the forms
+    /// its fast paths answer (functions/ratelimit.lua, "Fast paths"): one
+    /// key, the parameters, then nothing or `TOKENS n` (upper case, n of
+    /// 1 to 15 digits, no leading zero), then `PEEK` or not, `ALIGN FIRST`
+    /// before them for `rl_fixedwindow`, `NOW` last. A fast path answers such a call when
+    /// its limit is cached and the key holds its plainest state (or none);
+    /// otherwise it falls back to the full path.
+    fn common_form(&self) -> bool {
+        if self.numkeys != 1 || self.now_among_options || self.cmd == Cmd::All {
+            return false;
+        }
+        if self.head.len() != self.cmd.params().len() {
+            return false;
+        }
+        let mut tail: Vec<&str> = self
+            .tail
+            .iter()
+            .filter(|w| !(self.drop_peek && w.eq_ignore_ascii_case("PEEK")))
+            .map(String::as_str)
+            .collect();
+        if self.cmd == Cmd::FixedWindow && tail.starts_with(&["ALIGN", "FIRST"]) {
+            tail.drain(..2);
+        }
+        if tail.last() == Some(&"PEEK") && self.cmd != Cmd::Throttle {
+            tail.pop();
+        }
+        match tail.as_slice() {
+            [] => true,
+            ["TOKENS", n] => {
+                (1..=15).contains(&n.len())
+                    && !n.starts_with('0')
+                    && n.bytes().all(|b| b.is_ascii_digit())
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The options of a call (`with_limits`: `RL.ALL`'s `WITHLIMITS` may come).
@@ -599,6 +648,47 @@ fn options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>, junk: bool, bu
     }
 }
 
+/// The share (%) of single-key calls whose options are redrawn in a common
+/// form (`Call::common_form`), on whatever key and parameters were drawn
+/// (a foreign key, another command's key, a blocked key or a bad parameter
+/// among them: the fast paths' fallbacks). With the common forms that
+/// `options` draws by itself, about half the single-key calls reach the
+/// library in a common form (the tally's `common`, printed at the end, and
+/// each command with a fast path must reach allowed, limited and error
+/// replies in a common form).
+const COMMON_PERCENT: usize = 25;
+
+/// Options in a common form: nothing or `TOKENS n`, then `PEEK` or not
+/// (sometimes through the `_ro` twin), `ALIGN FIRST` first for a fixed
+/// window called so.
+fn common_options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>) {
+    let mut tail: Vec<String> = Vec::new();
+    if call.cmd == Cmd::FixedWindow && key.is_some_and(|k| k.align_first) {
+        tail.extend(["ALIGN".to_string(), "FIRST".to_string()]);
+    }
+    if rng.chance(50) {
+        tail.push("TOKENS".to_string());
+        tail.push(
+            rng.pick(&["1", "1", "2", "3", "5", "10", "101"])
+                .to_string(),
+        );
+    }
+    call.refund = false;
+    call.block = false;
+    call.now_among_options = false;
+    call.peek = false;
+    call.read_only = false;
+    call.drop_peek = false;
+    if rng.chance(25) {
+        // PEEK, through the `_ro` twin (the word dropped) or not.
+        call.peek = true;
+        call.read_only = rng.chance(50);
+        call.drop_peek = call.read_only;
+        tail.push("PEEK".to_string());
+    }
+    call.tail = tail;
+}
+
 fn gen_single(rng: &mut Rng, pool: &Pool, cmd: Cmd) -> Call {
     let key = if rng.chance(2) {
         None
@@ -659,6 +749,9 @@ fn gen_single(rng: &mut Rng, pool: &Pool, cmd: Cmd) -> Call {
         options(rng, &mut call, own, junk, pool.buckets);
         call.above_2_53 |= call.tail.iter().any(|w| w.len() >= 16);
         call.now_among_options = !junk && !junk_param && rng.chance(15);
+        if cmd != Cmd::Concurrency && rng.chance(COMMON_PERCENT) {
+            common_options(rng, &mut call, own);
+        }
     }
     if rng.chance(2) {
         // Too few arguments: the module's arity error (the library must give
@@ -971,6 +1064,11 @@ struct Tally {
     blocks: u64,
     read_only: u64,
     mixed_by_library: u64,
+    /// Calls in a common form (`Call::common_form`) and their outcomes.
+    common: u64,
+    common_allowed: u64,
+    common_limited: u64,
+    common_errors: u64,
 }
 
 /// The library's error for a number above 2^53 that the module accepts: the
@@ -1243,6 +1341,16 @@ fn differential(total_calls: usize, seed: u64) {
                 t.refunds += u64::from(call.refund);
             }
             t.blocks += u64::from(call.block && limited(&m.reply) == Some(true));
+            if call.common_form() {
+                t.common += 1;
+                if is_error(&m.reply) {
+                    t.common_errors += 1;
+                } else if limited(&m.reply) == Some(true) {
+                    t.common_limited += 1;
+                } else {
+                    t.common_allowed += 1;
+                }
+            }
             for (side, (other, _)) in sides.iter().zip(&seen).skip(1) {
                 let o = &other[i];
                 let engine = match (side.role, mixed_to_module) {
@@ -1441,6 +1549,13 @@ fn differential(total_calls: usize, seed: u64) {
             "{}: not every outcome reached: {t:?}",
             c.module()
         );
+        if FAST_PATHS.contains(c) {
+            assert!(
+                t.common_allowed > 0 && t.common_limited > 0 && t.common_errors > 0,
+                "{}: its common forms (the fast path and its fallbacks) did not reach every outcome: {t:?}",
+                c.module()
+            );
+        }
         if *c != Cmd::Throttle {
             // RL.CONCURRENCY refuses REFUND (RELEASE gives slots back).
             let refunds = t.refunds > 0 || *c == Cmd::Concurrency;

@@ -67,7 +67,9 @@ fn rewrite_with_changes_then_restart(preamble: &'static str) {
         &[
             "RL.POLICY",
             "LOAD",
-            "free GCRA 4 5 1\npro FIXEDWINDOW 100 60 SOFT 10\nold TOKENBUCKET 5 1 1\n",
+            "free GCRA 4 5 1\npro FIXEDWINDOW 100 60 SOFT 10\nold TOKENBUCKET 5 1 1\n\
+             monthly FIXEDWINDOW 1000000 month tz Europe/Paris SOFT 10\n\
+             daily FIXEDWINDOW 500 DAY TZ +05:30 BLOCK 60\n",
         ],
     )
     .unwrap();
@@ -113,6 +115,12 @@ fn rewrite_with_changes_then_restart(preamble: &'static str) {
     );
     let expected = dump(&mut con);
     assert!(expected.contains("free GCRA 4 5 1\n"), "{expected}");
+    // Calendar windows keep their zone (TZ upper case, the rest as given).
+    assert!(
+        expected.contains("monthly FIXEDWINDOW 1000000 month TZ Europe/Paris SOFT 10\n")
+            && expected.contains("daily FIXEDWINDOW 500 DAY TZ +05:30 BLOCK 60\n"),
+        "{expected}"
+    );
     assert_eq!(
         policies_after_restart(server, con, &config),
         expected,

@@ -1,4 +1,4 @@
-//! Policy definitions and their text: `limit [SHADOW] [SOFT percent]
+//! Policy definitions and their text: `limit [TZ zone] [SHADOW] [SOFT percent]
 //! [BLOCK duration] [RESET]` parsed by the limit grammar ([`crate::limit`]),
 //! and the `DUMP` / `LOAD` text, one `name definition` a line.
 //!
@@ -12,7 +12,9 @@ use crate::algorithm::policy::{
     is_dumpable_word, is_valid_name, lines, soft_count, SOFT_PERCENT_MAX, SOFT_PERCENT_MIN,
 };
 use crate::error::{Error, PolicyName, Result};
-use crate::limit::{is_keyword, Args, Count, Kind, Limit, LocalBounds, Modes, Origin, Word};
+use crate::limit::{
+    is_keyword, misplaced_zone, Args, Count, Kind, Limit, LocalBounds, Modes, Origin, Word,
+};
 
 /// Reads the words of a definition as arguments of a command.
 pub trait ReadWords {
@@ -87,13 +89,13 @@ pub fn define<R: ReadWords>(
         return Err(Error::PolicySyntax);
     }
     let nominal = reader.read(words, origin, |args| {
-        let limit = kind.parse(args, 1, bounds)?;
+        let (limit, taken) = kind.parse_zoned(args, 1, bounds)?;
         let mut modes = Modes {
             policy: true,
             ..Modes::default()
         };
         let (mut soft, mut block, mut reset) = (None, None, false);
-        let mut i = 1 + kind.params();
+        let mut i = 1 + taken;
         while i < args.len() {
             let word = args.bytes(i)?;
             if is_keyword(word, b"SHADOW") && !modes.shadow {
@@ -116,13 +118,16 @@ pub fn define<R: ReadWords>(
                 modes.block_us = Some(args.seconds_as_us(i + 1, "BLOCK")?);
                 block = Some(i + 1);
                 i += 2;
+            } else if matches!(limit, Limit::FixedWindow(fw) if fw.calendar_window().is_none()) {
+                // `TZ` after a window in seconds says so.
+                return Err(misplaced_zone(word, Error::PolicySyntax));
             } else {
                 return Err(Error::PolicySyntax);
             }
         }
-        Ok((limit, modes, soft, block, reset))
+        Ok((limit, taken, modes, soft, block, reset))
     })?;
-    let (mut limit, mut modes, soft, block, reset) = nominal;
+    let (mut limit, taken, mut modes, soft, block, reset) = nominal;
     // The words as SET takes them back, joined by spaces.
     let mut canonical: Vec<u8> = Vec::with_capacity(words.iter().map(|w| w.len() + 1).sum());
     let mut push = |word: &[u8]| {
@@ -135,6 +140,11 @@ pub fn define<R: ReadWords>(
     let mut dumpable = push(kind.name());
     for word in &words[1..=kind.params()] {
         dumpable &= push(word);
+    }
+    // A calendar window's `TZ zone`.
+    if taken > kind.params() {
+        push(b"TZ");
+        dumpable &= push(words[taken]);
     }
     if modes.shadow {
         push(b"SHADOW");
@@ -152,7 +162,7 @@ pub fn define<R: ReadWords>(
     }
     if let Some((percent, _)) = soft {
         // Scale every count, then parse the scaled limit as its command would.
-        let mut scaled: Vec<Vec<u8>> = words[..=kind.params()].iter().map(|w| w.to_vec()).collect();
+        let mut scaled: Vec<Vec<u8>> = words[..=taken].iter().map(|w| w.to_vec()).collect();
         let mut nominal_limit = None;
         for &(pos, count) in kind.counts() {
             let text = std::str::from_utf8(words[1 + pos]).map_err(|_| Error::PolicySyntax)?;
@@ -166,7 +176,9 @@ pub fn define<R: ReadWords>(
             scaled[1 + pos] = (scaled_count - to_param).to_string().into_bytes();
         }
         let scaled_words: Vec<&[u8]> = scaled.iter().map(Vec::as_slice).collect();
-        limit = reader.read(&scaled_words, origin, |args| kind.parse(args, 1, bounds))?;
+        limit = reader.read(&scaled_words, origin, |args| {
+            Ok(kind.parse_zoned(args, 1, bounds)?.0)
+        })?;
         modes.nominal_limit = nominal_limit;
     }
     Ok(Definition {

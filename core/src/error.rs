@@ -95,6 +95,23 @@ pub enum Error {
     #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] {own} after the parameters")]
     WindowSyntax { own: &'static str },
 
+    /// `TZ zone` after a window in seconds (a zone applies to a calendar
+    /// window only).
+    #[error("ERR syntax error: TZ takes a calendar window (DAY, WEEK, MONTH or YEAR), not one in seconds")]
+    ZoneWithoutCalendar,
+
+    /// A `TZ` zone that is neither `UTC`, `+hh:mm` / `-hh:mm`, nor a zone of
+    /// the tz database the module carries.
+    #[error("ERR unknown time zone '{zone}': expected an IANA zone name (Europe/Paris), UTC, or an offset +hh:mm / -hh:mm")]
+    UnknownZone { zone: ZoneName },
+
+    /// `ALIGN FIRST` with a calendar window (whose windows start at its
+    /// boundaries).
+    #[error(
+        "ERR ALIGN FIRST takes a window in seconds: a calendar window starts at its boundaries"
+    )]
+    AlignFirstCalendar,
+
     /// `RL.ALL` with the same key twice.
     #[error("ERR RL.ALL names the same key twice")]
     DuplicateKey,
@@ -206,6 +223,9 @@ pub const NOT_OURS_MEMBER: &str = "a member the module did not write";
 /// A key's name as an error shows it: as [`PolicyName`] (the first 64
 /// bytes, `?` for bytes that are not printable ASCII, `...` when cut).
 pub type KeyName = PolicyName;
+
+/// A time zone's name as an error shows it: as [`PolicyName`].
+pub type ZoneName = PolicyName;
 
 /// A policy name in an error message: its first 64 bytes, kept inline so
 /// that [`Error`] stays `Copy`; shown with anything but printable ASCII as

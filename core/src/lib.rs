@@ -9,7 +9,8 @@
 //! * [`definition`] — policy definitions and their `DUMP` / `LOAD` text;
 //! * [`error`] — every error a command can reply with, in one place;
 //! * [`keyword`] — the grammar's keywords, compared without regard to case;
-//! * [`time`] — the units (`i64` µs) and their conversions.
+//! * [`time`] — the units (`i64` µs) and their conversions;
+//! * [`calendar`] — calendar windows (`DAY` … `YEAR`) in a time zone.
 //!
 //! The Redis module (`redis-ratelimit`) is the glue around it: it reads the
 //! state from a key, reads the server clock once, calls into this crate,
@@ -19,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod algorithm;
+pub mod calendar;
 pub mod definition;
 pub mod error;
 pub mod keyword;

@@ -5,7 +5,7 @@
 //! GCRA          max_burst tokens_per_period period
 //! TOKENBUCKET   capacity refill_tokens refill_period
 //! LEAKYBUCKET   capacity leak_tokens leak_period
-//! FIXEDWINDOW   limit window
+//! FIXEDWINDOW   limit window         (window: seconds, or DAY | WEEK | MONTH | YEAR [TZ zone])
 //! SLIDINGWINDOW limit window
 //! SLIDINGLOG    limit window
 //! CONCURRENCY   limit lease            (then ACQUIRE id | RENEW id | RELEASE id)
@@ -28,10 +28,16 @@ use crate::algorithm::plan::{Op, Options};
 use crate::algorithm::sliding_log::SlidingLog;
 use crate::algorithm::sliding_window::SlidingWindow;
 use crate::algorithm::token_bucket::TokenBucket;
+use crate::calendar::{Calendar, Unit, Zone};
 use crate::error::{Error, Result};
 use crate::time::seconds_to_us;
 
+/// A calendar window's zone without `TZ`.
+const UTC: Zone = Zone::Offset(0);
+
+mod zone;
 pub use crate::keyword::is_keyword;
+pub use zone::misplaced_zone;
 
 /// One argument, as the grammar reads it. Copy, and borrowing its bytes for
 /// `'a` (the call).
@@ -372,8 +378,14 @@ impl Kind {
             }
             Kind::FixedWindow => {
                 let limit = args.integer(at, "limit")?;
-                let window_us = args.seconds_as_us(at + 1, "window")?;
-                Limit::FixedWindow(FixedWindow::new(limit, window_us)?)
+                Limit::FixedWindow(match args.seconds_as_us(at + 1, "window") {
+                    Ok(window_us) => FixedWindow::new(limit, window_us)?,
+                    Err(e @ Error::NotAFloat { .. }) => match Unit::of(args.bytes(at + 1)?) {
+                        Some(unit) => FixedWindow::calendar(limit, Calendar { unit, zone: UTC })?,
+                        None => return Err(e),
+                    },
+                    Err(e) => return Err(e),
+                })
             }
             Kind::SlidingWindow => {
                 let limit = args.integer(at, "limit")?;

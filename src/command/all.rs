@@ -4,7 +4,7 @@
 //! limit per key, in order —
 //! `GCRA max_burst tokens_per_period period`,
 //! `TOKENBUCKET capacity refill_tokens refill_period`,
-//! `FIXEDWINDOW limit window`, `SLIDINGWINDOW limit window` or
+//! `FIXEDWINDOW limit window [TZ zone]`, `SLIDINGWINDOW limit window` or
 //! `SLIDINGLOG limit window` or `CONCURRENCY limit lease ACQUIRE id`, each validated as its own command validates it
 //! (keywords case-insensitive). The call is allowed only if every limit
 //! allows `n` tokens now; then every key takes them, written and propagated
@@ -25,7 +25,7 @@ use super::{
     docs, policy, Answer, ReplyUnit, Spec,
 };
 use crate::error::{Error, Result};
-use crate::limit::Kind;
+use crate::limit::{misplaced_zone, Kind};
 use crate::server::Ctx;
 
 /// The most keys one `RL.ALL` takes.
@@ -105,8 +105,8 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             if kind == Kind::LeakyBucket {
                 return Err(Error::LeakyBucketInAll);
             }
-            let limit = kind.parse(args, at + 1, &SettingsBounds)?;
-            at += 1 + kind.params();
+            let (limit, taken) = kind.parse_zoned(args, at + 1, &SettingsBounds)?;
+            at += 1 + taken;
             let lease = acquire(args, &limit, &mut at)?;
             concurrency |= lease.is_some();
             limits.push((key, limit, decide::Modes::default(), lease));
@@ -126,7 +126,8 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             // An option where a limit should be: too few limits.
             return Err(Error::LimitCount);
         } else {
-            return Err(Error::UnknownLimit);
+            // `TZ` after a window in seconds says so.
+            return Err(misplaced_zone(word, Error::UnknownLimit));
         }
     }
     if at < args.len() && is_limit_keyword(args.bytes(at)?) {
@@ -134,10 +135,11 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     }
     let mut with_limits = false;
     let options = args.options_with(at, |word, _| {
-        Ok((is_keyword(word, b"WITHLIMITS") && !with_limits).then(|| {
+        if is_keyword(word, b"WITHLIMITS") && !with_limits {
             with_limits = true;
-            1
-        }))
+            return Ok(Some(1));
+        }
+        Err(misplaced_zone(word, Error::Syntax))
     })?;
     if concurrency && matches!(options.op, decide::Op::Refund(_)) {
         return Err(Error::RefundConcurrency);

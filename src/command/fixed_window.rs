@@ -1,9 +1,11 @@
-//! `RL.FIXEDWINDOW key limit window [TOKENS n] [ALIGN EPOCH | ALIGN FIRST]`
+//! `RL.FIXEDWINDOW key limit window [TZ zone] [TOKENS n] [ALIGN EPOCH | ALIGN FIRST]`
 //!
 //! The fixed window counter ([`crate::algorithm::fixed_window`]): at most
 //! `limit` tokens per window of `window` seconds (fractional allowed), windows
 //! aligned to the Unix epoch (`ALIGN EPOCH`, the default) or starting at the
-//! first request that finds none open (`ALIGN FIRST`). `TOKENS n` (default 1)
+//! first request that finds none open (`ALIGN FIRST`); or per calendar
+//! window, `window` being `DAY`, `WEEK`, `MONTH` or `YEAR`, in the time zone
+//! `TZ zone` (UTC by default; [`crate::calendar`]). `TOKENS n` (default 1)
 //! is the request's cost.
 
 use crate::server::Ctx;
@@ -15,7 +17,7 @@ use super::{
 };
 use crate::algorithm::fixed_window::Align;
 use crate::error::{Error, Result};
-use crate::limit::{Kind, Limit};
+use crate::limit::{misplaced_zone, Kind, Limit};
 
 pub const SPEC: Spec = Spec {
     name: c"rl.fixedwindow",
@@ -25,12 +27,12 @@ pub const SPEC: Spec = Spec {
     unit: ReplyUnit::Millis,
     flags: super::O1_FLAGS,
     doc: &docs::CommandDoc {
-        summary: c"Rate limits with a fixed window counter: at most limit tokens per window of window seconds, aligned to the epoch or starting at the first request (ALIGN FIRST).",
+        summary: c"Rate limits with a fixed window counter: at most limit tokens per window of window seconds, aligned to the epoch or starting at the first request (ALIGN FIRST), or per calendar DAY, WEEK, MONTH or YEAR in a time zone (TZ).",
         complexity: c"O(1)",
         arity: -4,
         acl_categories: "write fast",
         keys: docs::KeySpec::One,
-        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK, ALIGN],
+        args: &[docs::KEY, docs::int(c"limit"), docs::string(c"window"), TZ, docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK, ALIGN],
     },
     handler,
     stats: &STATS,
@@ -39,6 +41,15 @@ pub const SPEC: Spec = Spec {
 /// The syntax error of this command's options.
 const SYNTAX: Error = Error::WindowSyntax {
     own: "[ALIGN EPOCH | ALIGN FIRST]",
+};
+
+/// `[TZ zone]` in `COMMAND DOCS`.
+const TZ: docs::ArgDoc = docs::ArgDoc {
+    name: c"zone",
+    kind: docs::ArgType::String,
+    token: Some(c"TZ"),
+    optional: true,
+    multiple: false,
 };
 
 /// `[ALIGN EPOCH | ALIGN FIRST]` in `COMMAND DOCS`.
@@ -55,12 +66,23 @@ static STATS: super::stats::CommandStats = super::stats::CommandStats::new();
 
 fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let kind = Kind::FixedWindow;
-    let limit = kind.parse(args, 2, &SettingsBounds)?;
+    let (limit, taken) = kind
+        .parse_zoned(args, 2, &SettingsBounds)
+        .map_err(|e| match e {
+            Error::Syntax => SYNTAX,
+            e => e,
+        })?;
     let mut align = None;
+    let calendar = matches!(limit, Limit::FixedWindow(fw) if fw.calendar_window().is_some());
     let options = args
-        .options_with(2 + kind.params(), |word, i| {
+        .options_with(2 + taken, |word, i| {
             if !is_keyword(word, b"ALIGN") || align.is_some() {
-                return Ok(None);
+                // `TZ` after a window in seconds says so.
+                return Err(if calendar {
+                    SYNTAX
+                } else {
+                    misplaced_zone(word, SYNTAX)
+                });
             }
             let value = args.bytes(i + 1).map_err(|_| SYNTAX)?;
             align = Some(if is_keyword(value, b"EPOCH") {
@@ -77,7 +99,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             e => e,
         })?;
     let limit = match (limit, align) {
-        (Limit::FixedWindow(fw), Some(Align::First)) => Limit::FixedWindow(fw.aligned_first()),
+        (Limit::FixedWindow(fw), Some(Align::First)) => Limit::FixedWindow(fw.aligned_first()?),
         (limit, _) => limit,
     };
     decide::one(ctx, args.arg(1)?, &limit, &options)

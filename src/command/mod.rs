@@ -298,6 +298,10 @@ pub const MODULE_ACL_CATEGORY: &CStr = c"ratelimit";
 /// one line per command, `ratelimit_cmdstat_<command>:calls_allowed=…,…`.
 pub fn write_info(out: &mut info::InfoWriter) {
     propagate::write_info(out);
+    // The tz database the calendar windows' zones come from (`2026f`).
+    if let Ok(version) = std::ffi::CString::new(crate::calendar::TZDB_VERSION) {
+        out.text(c"tzdb_version", &version);
+    }
     let max = settings::sliding_log_max_limit();
     out.field(c"sliding_log_max_limit", u64::try_from(max).unwrap_or(0));
     let budget = settings::sliding_log_call_budget();

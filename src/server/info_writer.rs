@@ -37,6 +37,16 @@ impl InfoWriter {
         unsafe { end(self.raw) };
     }
 
+    /// Adds `name:text` (the server prefixes the module's name).
+    pub fn text(&mut self, name: &CStr, text: &CStr) {
+        // SAFETY: a plain read of a function pointer set at load.
+        if let Some(add) = unsafe { raw::RedisModule_InfoAddFieldCString } {
+            // SAFETY: the info context of the current callback; both are
+            // NUL-terminated strings, which the server copies.
+            unsafe { add(self.raw, name.as_ptr(), text.as_ptr()) };
+        }
+    }
+
     /// Adds `name:value` (the server prefixes the module's name).
     pub fn field(&mut self, name: &CStr, value: u64) {
         // SAFETY: a plain read of a function pointer set at load.

@@ -27,11 +27,18 @@
 //! rate-limiter-flexible and `limits`. Its stored value is
 //! `F<window_start_us>:<count>`: the `F` says which alignment wrote it, and a
 //! key is never read with the other one ([`Error::AlignMismatch`]).
+//!
+//! **Calendar windows** ([`FixedWindow::calendar`], `window` `DAY`, `WEEK`,
+//! `MONTH` or `YEAR`, `[TZ zone]`): windows from one local boundary of the
+//! unit to the next ([`crate::calendar`]), stored as epoch-aligned windows
+//! are (the start is the boundary's instant): a key keeps its format, and a
+//! count is only reused by a call whose window starts at the same instant.
 
 use super::{
     check_limit_and_window, parse_decimal, refunded, sub, window_start, write_decimal, Algorithm,
     Decision, Outcome, RefundWrite, Refunded, Update, STATE_BUF_LEN,
 };
+use crate::calendar::{Calendar, Zone};
 use crate::error::{Error, Result};
 
 /// The count of one window.
@@ -59,8 +66,11 @@ pub enum Align {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindow {
     limit: i64,
+    /// The window's length; for a calendar window, its unit's longest.
     window_us: i64,
     align: Align,
+    /// A calendar window (aligned to its boundaries, never `First`).
+    calendar: Option<Calendar>,
 }
 
 impl FixedWindow {
@@ -81,6 +91,41 @@ impl FixedWindow {
             limit,
             window_us,
             align: Align::Epoch,
+            calendar: None,
+        })
+    }
+
+    /// Validates `RL.FIXEDWINDOW key limit unit [TZ zone]`: `limit` ≥ 1
+    /// tokens per calendar window.
+    ///
+    /// ```
+    /// use ratelimit_core::algorithm::{fixed_window::FixedWindow, Algorithm};
+    /// use ratelimit_core::calendar::{Calendar, Unit, Zone};
+    /// let month = Calendar { unit: Unit::Month, zone: Zone::Offset(0) };
+    /// let fw = FixedWindow::calendar(1_000, month).unwrap();
+    /// // 2026-02-28 23:30 UTC: the month ends in 30 minutes.
+    /// let d = fw.decide(None, 1_772_321_400_000_000, 1).unwrap().decision;
+    /// assert_eq!((d.remaining, d.reset_after_us), (999, 1_800_000_000));
+    /// ```
+    pub fn calendar(limit: i64, calendar: Calendar) -> Result<Self> {
+        Ok(Self {
+            calendar: Some(calendar),
+            ..Self::new(limit, calendar.unit.longest_us())?
+        })
+    }
+
+    /// This limiter's calendar window, if it has one.
+    pub fn calendar_window(&self) -> Option<Calendar> {
+        self.calendar
+    }
+
+    /// This calendar limiter in `zone` (`TZ zone`); `None` for a window in
+    /// seconds.
+    pub fn in_zone(self, zone: Zone) -> Option<Self> {
+        let calendar = self.calendar?;
+        Some(Self {
+            calendar: Some(Calendar { zone, ..calendar }),
+            ..self
         })
     }
 
@@ -96,18 +141,20 @@ impl FixedWindow {
     /// assert_eq!((d.limited, d.remaining, d.reset_after_us), (false, 1, 1_000_000));
     /// ```
     pub fn first(limit: i64, window_us: i64) -> Result<Self> {
-        Ok(Self {
-            align: Align::First,
-            ..Self::new(limit, window_us)?
-        })
+        Self::new(limit, window_us)?.aligned_first()
     }
 
     /// This limiter with `ALIGN FIRST`.
-    pub fn aligned_first(self) -> Self {
-        Self {
+    ///
+    /// Errors: [`Error::AlignFirstCalendar`] for a calendar window.
+    pub fn aligned_first(self) -> Result<Self> {
+        if self.calendar.is_some() {
+            return Err(Error::AlignFirstCalendar);
+        }
+        Ok(Self {
             align: Align::First,
             ..self
-        }
+        })
     }
 
     /// Where this limiter's windows start.
@@ -149,6 +196,52 @@ impl FixedWindow {
             (Align::First, _) => (now_us, 0),
         })
     }
+
+    /// The window that counts at `now_us` (its start, count and end): for a
+    /// calendar window, the one of its boundaries (or a stored later one:
+    /// the clock stepped back); else [`FixedWindow::counted`]'s, `window`
+    /// long.
+    #[inline(always)]
+    fn counted_window(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, i64)> {
+        match self.calendar {
+            None => {
+                let (start_us, count) = self.counted(state, now_us)?;
+                let end_us = start_us
+                    .checked_add(self.window_us)
+                    .ok_or(Error::Overflow)?;
+                Ok((start_us, count, end_us))
+            }
+            Some(calendar) => counted_calendar(calendar, state, now_us),
+        }
+    }
+}
+
+/// [`FixedWindow::counted_window`] of a calendar window (aligned to its
+/// boundaries: a state of `ALIGN FIRST` is the other alignment's).
+#[inline(never)]
+fn counted_calendar(
+    calendar: Calendar,
+    state: Option<WindowCount>,
+    now_us: i64,
+) -> Result<(i64, i64, i64)> {
+    if state.is_some_and(|s| s.first) {
+        return Err(Error::AlignMismatch { stored: "FIRST" });
+    }
+    match state {
+        // The clock stepped back: the stored (later) window keeps counting.
+        Some(s) if s.window_start_us > now_us => {
+            let end_us = calendar.window_us(s.window_start_us)?.1;
+            Ok((s.window_start_us, s.count, end_us))
+        }
+        _ => {
+            let (start_us, end_us) = calendar.window_us(now_us)?;
+            let count = match state {
+                Some(s) if s.window_start_us == start_us => s.count,
+                _ => 0,
+            };
+            Ok((start_us, count, end_us))
+        }
+    }
 }
 
 impl Algorithm for FixedWindow {
@@ -188,10 +281,7 @@ impl Algorithm for FixedWindow {
         now_us: i64,
         cost: i64,
     ) -> Result<Outcome<WindowCount>> {
-        let (start_us, count) = self.counted(state, now_us)?;
-        let window_end_us = start_us
-            .checked_add(self.window_us)
-            .ok_or(Error::Overflow)?;
+        let (start_us, count, window_end_us) = self.counted_window(state, now_us)?;
         let to_end_us = sub(window_end_us, now_us)?;
         let decision = |limited, count: i64, retry_after_us| Decision {
             limited,
@@ -237,7 +327,7 @@ impl Algorithm for FixedWindow {
         let Some(s) = state else {
             return refunded(self, None, now_us, RefundWrite::Nothing);
         };
-        let (start_us, count) = self.counted(Some(s), now_us)?;
+        let (start_us, count, end_us) = self.counted_window(Some(s), now_us)?;
         let count = if start_us == s.window_start_us {
             count
         } else {
@@ -251,10 +341,8 @@ impl Algorithm for FixedWindow {
             count: new_count,
             ..s
         };
-        let expire_at_us = s
-            .window_start_us
-            .checked_add(self.window_us)
-            .ok_or(Error::Overflow)?;
+        // The counted window is the stored one here (a count is left).
+        let expire_at_us = end_us;
         let write = RefundWrite::Set(Update {
             state: new_state,
             expire_at_us,

@@ -167,3 +167,62 @@ fn changing_an_algorithm_needs_reset_from_a_client_only() {
     let same = def("GCRA 1 1 1", Origin::Client).unwrap();
     assert!(check_change(b"p", &old, &same, Origin::Client, false).is_ok());
 }
+
+#[test]
+fn calendar_definitions_keep_their_zone_and_round_trip() {
+    use crate::calendar::{Calendar, Unit, Zone};
+    let cases = [
+        ("FIXEDWINDOW 1000 MONTH", "FIXEDWINDOW 1000 MONTH"),
+        (
+            "fixedwindow 500 day tz Europe/Paris SHADOW",
+            "FIXEDWINDOW 500 day TZ Europe/Paris SHADOW",
+        ),
+        ("FIXEDWINDOW 10 WEEK BLOCK 60 TZ -03:30", ""),
+        (
+            "FIXEDWINDOW 10 YEAR TZ +05:45 SOFT 50 BLOCK 60",
+            "FIXEDWINDOW 10 YEAR TZ +05:45 SOFT 50 BLOCK 60",
+        ),
+    ];
+    for (text, canonical) in cases {
+        let d = def(text, Origin::Client);
+        if canonical.is_empty() {
+            // TZ follows the window, before the policy's options.
+            assert_eq!(d.err(), Some(Error::PolicySyntax), "{text}");
+            continue;
+        }
+        let d = d.unwrap();
+        assert_eq!(d.text, canonical.as_bytes(), "{text}");
+        // The text defines the same rule again (RDB, AOF, DUMP / LOAD).
+        let again = def(canonical, Origin::Accepted).unwrap();
+        assert_eq!(again.text, d.text);
+        assert_eq!(
+            format!("{:?}", again.rule.unwrap().limit),
+            format!("{:?}", d.rule.unwrap().limit)
+        );
+    }
+    // SOFT scales the limit and keeps the zone.
+    let soft = def(
+        "FIXEDWINDOW 10 YEAR TZ Asia/Kathmandu SOFT 50",
+        Origin::Client,
+    )
+    .unwrap();
+    let Limit::FixedWindow(fw) = soft.rule.unwrap().limit else {
+        panic!("a fixed window");
+    };
+    assert_eq!(
+        fw.calendar_window(),
+        Some(Calendar {
+            unit: Unit::Year,
+            zone: Zone::Named("Asia/Kathmandu")
+        })
+    );
+    assert_eq!(
+        def("FIXEDWINDOW 10 60 TZ UTC", Origin::Client).err(),
+        Some(Error::ZoneWithoutCalendar)
+    );
+    // A zone this module does not know, from the primary: kept, unusable.
+    let words: Vec<&[u8]> = vec![b"FIXEDWINDOW", b"1", b"DAY", b"TZ", b"Mars/Olympus"];
+    let (_, d) = entry(b"p", &words, Origin::Accepted, &Plain, &Bounds).unwrap();
+    assert_eq!(d.text, b"FIXEDWINDOW 1 DAY TZ Mars/Olympus");
+    assert!(matches!(d.rule, Err(Error::UnknownZone { .. })));
+}

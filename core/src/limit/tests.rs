@@ -223,3 +223,63 @@ fn options_are_each_at_most_once() {
         assert_eq!(Args::new(&argv).options(2), want, "{text}");
     }
 }
+
+#[test]
+fn a_calendar_window_takes_a_zone_right_after_it() {
+    use crate::calendar::{Calendar, Unit, Zone};
+    let zoned = |text: &str| {
+        let argv = words(text);
+        let args = Args::new(&argv);
+        Kind::FixedWindow
+            .parse_zoned(&args, 1, &Bounds)
+            .map(|(limit, taken)| match limit {
+                Limit::FixedWindow(fw) => (fw.calendar_window(), taken),
+                _ => panic!("{text}"),
+            })
+    };
+    let month_in = |zone| {
+        Some(Calendar {
+            unit: Unit::Month,
+            zone,
+        })
+    };
+    assert_eq!(zoned("FIXEDWINDOW 10 60"), Ok((None, 2)));
+    assert_eq!(zoned("FIXEDWINDOW 10 60 TOKENS 2"), Ok((None, 2)));
+    assert_eq!(
+        zoned("FIXEDWINDOW 10 month"),
+        Ok((month_in(Zone::Offset(0)), 2))
+    );
+    assert_eq!(
+        zoned("FIXEDWINDOW 10 MONTH tz Europe/Paris PEEK"),
+        Ok((month_in(Zone::Named("Europe/Paris")), 4))
+    );
+    assert_eq!(
+        zoned("FIXEDWINDOW 10 MONTH TZ -05:00"),
+        Ok((month_in(Zone::Offset(-18_000)), 4))
+    );
+    // A window in seconds leaves `TZ` to its caller, which says what it is.
+    assert_eq!(zoned("FIXEDWINDOW 10 60 TZ UTC"), Ok((None, 2)));
+    assert_eq!(
+        misplaced_zone(b"tz", Error::Syntax),
+        Error::ZoneWithoutCalendar
+    );
+    assert_eq!(misplaced_zone(b"TZX", Error::Syntax), Error::Syntax);
+    assert_eq!(zoned("FIXEDWINDOW 10 MONTH TZ"), Err(Error::Syntax));
+    assert_eq!(
+        zoned("FIXEDWINDOW 10 MONTH TZ Nowhere"),
+        Err(Error::UnknownZone {
+            zone: crate::error::ZoneName::new(b"Nowhere")
+        })
+    );
+    assert_eq!(
+        zoned("FIXEDWINDOW 10 FORTNIGHT"),
+        Err(Error::NotAFloat { arg: "window" })
+    );
+    assert_eq!(
+        zoned("FIXEDWINDOW 0 DAY"),
+        Err(Error::OutOfRange {
+            arg: "limit",
+            bound: ">= 1"
+        })
+    );
+}

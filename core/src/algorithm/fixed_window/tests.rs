@@ -85,8 +85,11 @@ fn align_first_windows_start_at_the_first_request() {
 fn aligned_first_is_first() {
     let epoch = FixedWindow::new(2, S).unwrap();
     assert_eq!(epoch.align(), Align::Epoch);
-    assert_eq!(epoch.aligned_first(), FixedWindow::first(2, S).unwrap());
-    assert_eq!(epoch.aligned_first().align(), Align::First);
+    assert_eq!(
+        epoch.aligned_first().unwrap(),
+        FixedWindow::first(2, S).unwrap()
+    );
+    assert_eq!(epoch.aligned_first().unwrap().align(), Align::First);
 }
 
 #[test]
@@ -227,4 +230,84 @@ fn state_codec_round_trips_and_rejects_foreign_values() {
     ] {
         assert_eq!(FixedWindow::decode(bad), None, "{bad:?}");
     }
+}
+
+#[test]
+fn a_full_calendar_window_refuses_until_its_boundary_and_admits_after_it() {
+    use crate::calendar::{Calendar, Unit, Zone};
+    // 2 per Paris day; T0 + `at` runs from 2026-10-25 22:59:59.000 UTC to
+    // just after midnight: the 25-hour day ends at 2026-10-25T23:00:00Z.
+    let paris = Zone::parse(b"Europe/Paris").unwrap();
+    let fw = FixedWindow::calendar(
+        2,
+        Calendar {
+            unit: Unit::Day,
+            zone: paris,
+        },
+    )
+    .unwrap();
+    let boundary = 1_792_969_200 * S; // 2026-10-25T23:00:00Z
+    let at = |us: i64| boundary + us - T0;
+    run(
+        &fw,
+        &[
+            (at(-S), 1, false, 1, None, S),
+            (at(-S), 1, false, 0, None, S),
+            (at(-1), 1, true, 0, Some(1), 1),
+            (at(0), 1, false, 1, None, 24 * 3_600 * S),
+            (
+                at(1),
+                2,
+                true,
+                1,
+                Some(24 * 3_600 * S - 1),
+                24 * 3_600 * S - 1,
+            ),
+        ],
+    );
+    // The state a calendar window stores is the epoch-aligned window's
+    // format: its start (the boundary) and its count.
+    let out = fw.decide(None, boundary + 5 * S, 1).unwrap();
+    let mut buf = [0u8; STATE_BUF_LEN];
+    let state = out.update.unwrap().state;
+    let n = FixedWindow::encode(&state, &mut buf);
+    assert_eq!(&buf[..n], b"1792969200000000:1");
+    // A refund expires with the window too.
+    let r = fw.refund(Some(WindowCount { count: 2, ..state }), boundary + 5 * S, 1);
+    assert_eq!(
+        r.unwrap().write,
+        RefundWrite::Set(Update {
+            state,
+            expire_at_us: boundary + 24 * 3_600 * S
+        })
+    );
+    // ALIGN FIRST has no meaning for a calendar window.
+    assert_eq!(fw.aligned_first(), Err(Error::AlignFirstCalendar));
+}
+
+#[test]
+fn a_calendar_window_keeps_counting_a_later_stored_window() {
+    use crate::calendar::{Calendar, Unit, Zone};
+    // The clock stepped back from March into February (UTC months): the
+    // stored March window keeps counting and ends with March.
+    let fw = FixedWindow::calendar(
+        3,
+        Calendar {
+            unit: Unit::Month,
+            zone: Zone::Offset(0),
+        },
+    )
+    .unwrap();
+    let march = 1_772_323_200 * S; // 2026-03-01T00:00:00Z
+    let april = 1_775_001_600 * S;
+    let s = WindowCount {
+        window_start_us: march,
+        count: 3,
+        first: false,
+    };
+    let out = fw.decide(Some(s), march - S, 1).unwrap();
+    assert_eq!(
+        (out.decision.limited, out.decision.retry_after_us),
+        (true, Some(april - march + S))
+    );
 }

@@ -1,0 +1,108 @@
+#!lua name=floor
+-- The floors of the Functions library's functions (bench/peers.py, "The
+-- library's functions against their floors"): each function here makes the
+-- same redis.call commands as a library function's common form, on the same
+-- keys, and replies with as many integers, doing nothing else (its
+-- arguments are ignored; one string.format for each time written). What a
+-- library function spends above its floor is its own Lua: parsing, checks,
+-- the decision, formatting, and the collector's share of its heap.
+local function ms(t, plus)
+  return string.format('%d', t[1] * 1000 + plus)
+end
+
+-- TIME, GET, SET … PXAT: rl_gcra, rl_tokenbucket, rl_leakybucket,
+-- rl_fixedwindow, rl_slidingwindow, cl_throttle.
+redis.register_function('floor_time_get_set', function(keys)
+  local t = redis.call('TIME')
+  redis.call('GET', keys[1])
+  redis.call('SET', keys[1], t[1], 'PXAT', ms(t, 60000))
+  return { 0, 1, 2, -1, 5 }
+end)
+
+-- GET, SET … PXAT: the same with NOW.
+redis.register_function('floor_get_set', function(keys, args)
+  redis.call('GET', keys[1])
+  redis.call('SET', keys[1], args[#args], 'PXAT', string.format('%d', args[#args] / 1000 + 60000))
+  return { 0, 1, 2, -1, 5 }
+end)
+
+-- TIME, GET: the read-only twins.
+redis.register_function { function_name = 'floor_time_get', flags = { 'no-writes' }, callback = function(keys)
+  redis.call('TIME')
+  redis.call('GET', keys[1])
+  return { 0, 1, 2, -1, 5 }
+end }
+
+-- TIME, two GETs, two SETs, six integers: rl_all of two limits.
+redis.register_function('floor_all2', function(keys)
+  local t = redis.call('TIME')
+  redis.call('GET', keys[1])
+  redis.call('GET', keys[2])
+  redis.call('SET', keys[1], t[1], 'PXAT', ms(t, 60000))
+  redis.call('SET', keys[2], t[1], 'PXAT', ms(t, 60000))
+  return { 0, 1, 2, -1, 5, 1 }
+end)
+
+-- The sliding log's allowed call (with NOW: no TIME): ZCARD, its old
+-- entries, its newest two, the block's score, ZADD NX, PEXPIREAT.
+redis.register_function('floor_log', function(keys, args)
+  local now = args[#args]
+  local key = keys[1]
+  redis.call('ZCARD', key)
+  redis.call('ZRANGEBYSCORE', key, '-inf', string.format('%d', now - 60000000), 'LIMIT', '0', '129')
+  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
+  redis.call('ZSCORE', key, 'B')
+  redis.call('ZADD', key, 'NX', now, string.sub(now, -3))
+  redis.call('PEXPIREAT', key, string.format('%d', now / 1000 + 60000))
+  return { 0, 1, 2, -1, 5 }
+end)
+
+-- rl_concurrency … ACQUIRE of a held lease: TIME, ZCARD, the newest two,
+-- the block's score, the lease's two slots' scores, the expired entries,
+-- the newest three, ZADD, PEXPIREAT.
+redis.register_function('floor_concurrency', function(keys)
+  local t = redis.call('TIME')
+  local key = keys[1]
+  redis.call('ZCARD', key)
+  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
+  redis.call('ZSCORE', key, 'B')
+  redis.call('ZSCORE', key, '1:g')
+  redis.call('ZSCORE', key, '2:g')
+  redis.call('ZRANGEBYSCORE', key, '-inf', t[1] .. '000000', 'LIMIT', '0', '129')
+  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '3')
+  redis.call('ZADD', key, t[1] .. '000000', '1:g')
+  redis.call('PEXPIREAT', key, ms(t, 3600000))
+  return { 0, 1, 2, -1, 5 }
+end)
+
+-- The read-only twins of rl_slidinglog, rl_all and rl_concurrency: their
+-- reads.
+redis.register_function { function_name = 'floor_log_ro', flags = { 'no-writes' }, callback = function(keys)
+  local t = redis.call('TIME')
+  local key = keys[1]
+  redis.call('ZCARD', key)
+  redis.call('ZRANGEBYSCORE', key, '-inf', t[1] .. '000000', 'LIMIT', '0', '129')
+  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
+  redis.call('ZSCORE', key, 'B')
+  return { 0, 1, 2, -1, 5 }
+end }
+
+redis.register_function { function_name = 'floor_all2_ro', flags = { 'no-writes' }, callback = function(keys)
+  redis.call('TIME')
+  redis.call('GET', keys[1])
+  redis.call('GET', keys[2])
+  return { 0, 1, 2, -1, 5, 1 }
+end }
+
+redis.register_function { function_name = 'floor_concurrency_ro', flags = { 'no-writes' }, callback = function(keys)
+  local t = redis.call('TIME')
+  local key = keys[1]
+  redis.call('ZCARD', key)
+  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
+  redis.call('ZSCORE', key, 'B')
+  redis.call('ZSCORE', key, '1:g')
+  redis.call('ZSCORE', key, '2:g')
+  redis.call('ZRANGEBYSCORE', key, '-inf', t[1] .. '000000', 'LIMIT', '0', '129')
+  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '3')
+  return { 0, 1, 2, -1, 5 }
+end }
