@@ -52,12 +52,21 @@ RLS_RELEASE := $(TARGET_DIR)/release/ratelimit-rls
 build-rls: setup ## Build the Envoy rate limit service (target/release/ratelimit-rls)
 	$(CARGO) build --release -p ratelimit-rls
 
-run-rls: build build-rls ## Start redis-server with the module (port as make run) and the Envoy rate limit service: gRPC 127.0.0.1:8081, /metrics on 8080, RLS_CONFIG=rls/examples/config.yaml
+run-rls: build build-rls ## Start redis-server with the module (port as make run) and the Envoy rate limit service: gRPC 127.0.0.1:8081, /metrics on 8080, RLS_CONFIG=rls/examples/config.yaml; ENGINE=functions: a plain server, the service loads the Functions library
 	@port=$$(scripts/port-free.sh $(or $(PORT),--pick)) || exit 1; \
-	  echo "make run-rls: redis-server with the module on 127.0.0.1:$$port (redis-cli -p $$port)"; \
-	  REDIS_SERVER=$(REDIS_SERVER) scripts/run-rls.sh $(RLS_RELEASE) $$port $(RLS_CONFIG) --grpc-addr $(RLS_GRPC_ADDR) --http-addr $(RLS_HTTP_ADDR)
+	  echo "make run-rls: redis-server ($(or $(ENGINE),module)) on 127.0.0.1:$$port (redis-cli -p $$port)"; \
+	  ENGINE=$(or $(ENGINE),module) REDIS_SERVER=$(REDIS_SERVER) scripts/run-rls.sh $(RLS_RELEASE) $$port $(RLS_CONFIG) --grpc-addr $(RLS_GRPC_ADDR) --http-addr $(RLS_HTTP_ADDR)
 
-test-rls: build-debug ## Build the module, then run the Envoy rate limit service's tests (rls/: unit, and against a real redis-server) on each engine: the module, then servers without it (the Functions library, then its EVALSHA form)
+# The gRPC reflection test's client (rls/tests/reflection.rs): PyPI's grpcio-reflection in a
+# virtualenv (grpcurl is not in Debian); python3-venv comes with setup's python-clients.
+RLS_REFLECTION_VENV := build/rls-reflection
+$(RLS_REFLECTION_VENV)/.stamp:
+	@scripts/setup.sh python-clients
+	rm -rf $(RLS_REFLECTION_VENV) && python3 -m venv $(RLS_REFLECTION_VENV)
+	$(RLS_REFLECTION_VENV)/bin/python -m pip install -q grpcio grpcio-reflection protobuf
+	touch $@
+
+test-rls: build-debug $(RLS_REFLECTION_VENV)/.stamp ## Build the module, then run the Envoy rate limit service's tests (rls/: unit, and against a real redis-server) on each engine: the module, then servers without it (the Functions library, then its EVALSHA form)
 	RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test -p ratelimit-rls
 	RATELIMIT_TEST_ENGINE=functions RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test -p ratelimit-rls --test '*'
 	RATELIMIT_TEST_ENGINE=eval RATELIMIT_MODULE=$(MODULE_DEBUG) REDIS_SERVER=$(REDIS_SERVER) $(CARGO) test -p ratelimit-rls --test '*'

@@ -166,6 +166,9 @@ ROWS = [
         ("FCALL rl_slidingwindow NOW", ["FCALL", "rl_slidingwindow", "1", "fswn:{k}", "1000", "3600", "NOW", "{now}"]),
         ("FCALL rl_slidinglog NOW", ["FCALL", "rl_slidinglog", "1", "flogn:{k}", "100", "3600", "NOW", "{now}"]),
     ]],
+    # A calendar window through the library (issue 44): a UTC month.
+    Row("FCALL rl_fixedwindow MONTH", fcall(["RL.FIXEDWINDOW", "ffwm:{k}", "1000", "MONTH"]),
+        setup=[functions_library()], measure="fcallCommand"),
     # With a replication backlog: every write hands its effects to the server.
     Row("SET … PX 60000, backlog", SET_PX, backlog=True),
     Row("RL.GCRA, backlog", COMMON[0][1], backlog=True),

@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 13
+local VERSION = 14
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -601,12 +601,110 @@ local function need_fixed()
 if FIXEDWINDOW then return FIXEDWINDOW end
 FIXEDWINDOW = { command = 'RL.FIXEDWINDOW' }
 
+-- Calendar windows (core/src/calendar.rs): DAY, WEEK (ISO, from Monday),
+-- MONTH, YEAR, between local boundaries at a fixed offset from UTC (UTC,
+-- +hh:mm, -hh:mm). IANA zones need the module: their rules are not here.
+-- A unit's number, and its longest window (the `w` the module keeps).
+local CAL_UNITS = { DAY = 1, WEEK = 2, MONTH = 3, YEAR = 4 }
+local US_PER_HOUR = 3600 * US_PER_SEC
+local US_PER_DAY = 24 * US_PER_HOUR
+local CAL_LONGEST = { US_PER_DAY + US_PER_HOUR, 7 * US_PER_DAY + US_PER_HOUR, 31 * US_PER_DAY + US_PER_HOUR, 366 * US_PER_DAY }
+
+-- Days since 1970-01-01 of a proleptic Gregorian date, and back (H.
+-- Hinnant's civil calendar algorithms; every value a small integer).
+local function days_from_civil(y, m, d)
+  if m <= 2 then y = y - 1 end
+  local era = floor(y / 400)
+  local yoe = y - era * 400
+  local doy = floor((153 * ((m + 9) % 12) + 2) / 5) + d - 1
+  return era * 146097 + yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + doy - 719468
+end
+
+local function civil_from_days(z)
+  z = z + 719468
+  local era = floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return y, m
+end
+
+-- The calendar window of `lim` holding the instant t (µs, 0 <= t < 2^53):
+-- its start and end (the next window's start), µs.
+local function calendar_window(lim, t)
+  local offset = lim.offset
+  -- The local day number (|offset| < a day: the dividend is >= 0).
+  local day = floor_div(t + offset + US_PER_DAY, US_PER_DAY) - 1
+  local unit, first, after = lim.unit
+  if unit == 1 then
+    first, after = day, day + 1
+  elseif unit == 2 then
+    -- 1970-01-01 was a Thursday: (day + 3) % 7 days since Monday.
+    first = day - (day + 3) % 7
+    after = first + 7
+  else
+    local y, m = civil_from_days(day)
+    if unit == 4 then m = 1 end
+    first = days_from_civil(y, m, 1)
+    if unit == 4 or m == 12 then
+      after = days_from_civil(y + 1, 1, 1)
+    else
+      after = days_from_civil(y, m + 1, 1)
+    end
+  end
+  return first * US_PER_DAY - offset, after * US_PER_DAY - offset
+end
+
 function FIXEDWINDOW.parse(a, at)
   local limit = integer(a, at, 'limit')
+  local word = a[at + 1]
+  local unit = word and CAL_UNITS[upper(word)]
+  if unit then
+    check_limit_and_window(limit, CAL_LONGEST[unit])
+    if limit > MAX_EXACT then e_inexact('limit') end
+    return { limit = limit, w = CAL_LONGEST[unit], first = false, unit = unit, offset = 0, zones = {} }
+  end
   local window_us = seconds_as_us(a, at + 1, 'window')
   check_limit_and_window(limit, window_us)
   if limit > MAX_EXACT then e_inexact('limit') end
   return { limit = limit, w = window_us, first = false }
+end
+
+-- The word after a zone's TZ as µs east of UTC: UTC, +hh:mm, -hh:mm (hours
+-- 00 to 23). A word shaped as an IANA name needs the module; one that
+-- cannot be one (an offset misspelled) is the module's unknown zone.
+local function zone_offset_us(word)
+  if is_kw(word, 'UTC') then return 0 end
+  local _, _, sign, hh, mm = find(word, '^([+-])(%d%d):(%d%d)$')
+  if sign and tonumber(hh) <= 23 and tonumber(mm) <= 59 then
+    local us = (tonumber(hh) * 60 + tonumber(mm)) * 60 * US_PER_SEC
+    return sign == '-' and -us or us
+  end
+  local shown = string.gsub(string.sub(word, 1, 64), '[^\33-\126]', '?')
+  if #word > 64 then shown = shown .. '...' end
+  -- A tz database name: a letter, then letters, digits, / _ + -.
+  if not find(word, '^%a[%w/_+%-]*$') then
+    fail('ERR unknown time zone \'' .. shown .. '\': expected an IANA zone name (Europe/Paris), UTC, or an offset +hh:mm / -hh:mm')
+  end
+  fail('ERR time zone \'' .. shown .. '\' needs the module: the Functions library takes UTC and offsets +hh:mm / -hh:mm')
+end
+
+-- A calendar limit's `TZ zone` at a[i] (core/src/limit/zone.rs): the limit
+-- in that zone (kept beside the limit) and the words taken (0 or 2).
+function FIXEDWINDOW.zoned(lim, a, i, syntax)
+  if not lim.unit or a[i] == nil or not is_kw(a[i], 'TZ') then return lim, 0 end
+  local word = a[i + 1]
+  if word == nil then fail(syntax or E_SYNTAX) end
+  local zoned = lim.zones[word]
+  if not zoned then
+    zoned = { limit = lim.limit, w = lim.w, first = false, unit = lim.unit, offset = zone_offset_us(word), alg = FIXEDWINDOW }
+    lim.zones[word] = zoned
+  end
+  return zoned, 2
 end
 
 function FIXEDWINDOW.decode(lim, inner)
@@ -624,20 +722,29 @@ function FIXEDWINDOW.latest(s)
   return s[1]
 end
 
--- The window counted at now: its start and count.
+-- The window counted at now: its start, count and end.
 local function fixed_counted(lim, s, now)
   if s and s[3] ~= lim.first then
     local stored = s[3] and 'FIRST' or 'EPOCH'
     fail('ERR this key\'s window was started with ALIGN ' .. stored .. ': call it with ALIGN ' .. stored .. ', or DEL the key first')
   end
-  if s and s[1] > now then return s[1], s[2] end
+  if lim.unit then
+    if s and s[1] > now then
+      local _, finish = calendar_window(lim, s[1])
+      return s[1], s[2], finish
+    end
+    local start, finish = calendar_window(lim, now)
+    if s and s[1] == start then return start, s[2], finish end
+    return start, 0, finish
+  end
+  if s and s[1] > now then return s[1], s[2], s[1] + lim.w end
   if not lim.first then
     local start = now - fmod(now, lim.w)
-    if s and s[1] == start then return start, s[2] end
-    return start, 0
+    if s and s[1] == start then return start, s[2], start + lim.w end
+    return start, 0, start + lim.w
   end
-  if s and now < s[1] + lim.w then return s[1], s[2] end
-  return now, 0
+  if s and now < s[1] + lim.w then return s[1], s[2], s[1] + lim.w end
+  return now, 0, now + lim.w
 end
 
 local function fixed_value(lim, start, count)
@@ -652,8 +759,7 @@ local function fixed_decision(lim, limited, c, retry, to_end)
 end
 
 function FIXEDWINDOW.take(lim, s, now, cost)
-  local start, count = fixed_counted(lim, s, now)
-  local finish = start + lim.w
+  local start, count, finish = fixed_counted(lim, s, now)
   local to_end = finish - now
   if cost > lim.limit then return fixed_decision(lim, true, count, false, to_end) end
   local new_count = count + cost
@@ -665,13 +771,13 @@ end
 
 function FIXEDWINDOW.refund(lim, s, now, tokens)
   if s == nil then return refunded(FIXEDWINDOW, lim, nil, now), nil end
-  local start, count = fixed_counted(lim, s, now)
+  local start, count, finish = fixed_counted(lim, s, now)
   if start ~= s[1] then count = 0 end
   local new_count = count - tokens
   if new_count <= 0 then return refunded(FIXEDWINDOW, lim, nil, now), DELETE end
   if new_count >= TWO53 then fail(E_INEXACT_STATE) end
   local ns = { s[1], new_count, s[3] }
-  return refunded(FIXEDWINDOW, lim, ns, now), fixed_value(lim, s[1], new_count), s[1] + lim.w
+  return refunded(FIXEDWINDOW, lim, ns, now), fixed_value(lim, s[1], new_count), finish
 end
 return FIXEDWINDOW
 end
@@ -2551,7 +2657,8 @@ local function fast_fixed(lookup)
     if peek then ro = true end
     local lim = lookup(args[1], args[2])
     if lim and first then lim = lim.first_variant end
-    if not lim then return nil end
+    -- A calendar window (DAY … YEAR) takes the full path.
+    if not lim or lim.unit then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
     -- empty string: the general path tells them apart.
@@ -2704,13 +2811,19 @@ if fname == 'rl_slidinglog' then
 end
 
 local FIXED_SYNTAX = 'ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [ALIGN EPOCH | ALIGN FIRST] after the parameters'
+local E_ZONE_SECONDS = 'ERR syntax error: TZ takes a calendar window (DAY, WEEK, MONTH or YEAR), not one in seconds'
 
 if fname == 'rl_fixedwindow' then
 need_fixed()
 local fixed_cached, fixed_lookup = limit_cache()
+-- Whether this call's window is in seconds (TZ then says so).
+local in_seconds = true
 -- ALIGN EPOCH | ALIGN FIRST, as o.own.
 local function align_option(W, i, a, o)
-  if W ~= 'ALIGN' or o.own then return nil end
+  if W ~= 'ALIGN' or o.own then
+    if W == 'TZ' and in_seconds then fail(E_ZONE_SECONDS) end
+    return nil
+  end
   local value = a[i + 1]
   if value == nil then fail(FIXED_SYNTAX) end
   if is_kw(value, 'EPOCH') then
@@ -2728,9 +2841,12 @@ return function(keys, args, ro, at_now)
   local count, now = trailing_now(args)
   if at_now then now = at_now end
   if count < 2 then wrong_arity('rl.fixedwindow') end
-  local lim = fixed_cached(FIXEDWINDOW, args, 2)
-  local o = options_or_default(args, count, 3, now, align_option, FIXED_SYNTAX)
+  local lim, taken = fixed_cached(FIXEDWINDOW, args, 2), 0
+  if lim.unit then lim, taken = FIXEDWINDOW.zoned(lim, args, 3, FIXED_SYNTAX) end
+  in_seconds = not lim.unit
+  local o = options_or_default(args, count, 3 + taken, now, align_option, FIXED_SYNTAX)
   if o.own == 'FIRST' then
+    if lim.unit then fail('ERR ALIGN FIRST takes a window in seconds: a calendar window starts at its boundaries') end
     local first = lim.first_variant
     if not first then
       first = { limit = lim.limit, w = lim.w, first = true, alg = FIXEDWINDOW }
@@ -2884,12 +3000,15 @@ local KINDS = {
 }
 local OPTION_WORDS = { TOKENS = true, REFUND = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
 
+local E_ZONE_SECONDS = 'ERR syntax error: TZ takes a calendar window (DAY, WEEK, MONTH or YEAR), not one in seconds'
+
 -- WITHLIMITS, as o.own.
 local function withlimits_option(W, i, a, o)
   if W == 'WITHLIMITS' and not o.own then
     o.own = true
     return 1
   end
+  if W == 'TZ' then fail(E_ZONE_SECONDS) end
   return nil
 end
 
@@ -2944,8 +3063,13 @@ return function(keys, args, ro, at_now)
       local alg = kind[1]()
       local lim = kind[3](alg, a, kind[2], at + 1)
       if (lim.limit or 0) > MAX_EXACT then e_inexact('limit') end
-      lims[i] = lim
       at = at + 1 + kind[2]
+      if lim.unit then
+        local taken
+        lim, taken = FIXEDWINDOW.zoned(lim, a, at)
+        at = at + taken
+      end
+      lims[i] = lim
       if alg == CONCURRENCY then
         -- ACQUIRE id (src/command/all.rs acquire), in a limit of the
         -- call's own (the cached one holds no lease).
@@ -2960,6 +3084,8 @@ return function(keys, args, ro, at_now)
       fail(E_POLICY)
     elseif OPTION_WORDS[W] then
       fail(E_LIMITCOUNT)
+    elseif W == 'TZ' then
+      fail(E_ZONE_SECONDS)
     else
       fail(E_UNKNOWN)
     end

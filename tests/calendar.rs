@@ -62,16 +62,8 @@ fn takes_iana(con: &mut redis::Connection, now_us: i64) -> bool {
     false
 }
 
-/// Whether the engine under test has calendar windows.
-fn both_engines() -> bool {
-    common::module_only("the library's calendar windows are not there yet")
-}
-
 #[test]
 fn the_issues_instants_reset_at_the_next_local_boundary() {
-    if !both_engines() {
-        return;
-    }
     let server = Server::start();
     let mut con = server.connect();
     // (instant UTC, window, zone, ms to the next boundary).
@@ -110,9 +102,6 @@ fn the_issues_instants_reset_at_the_next_local_boundary() {
 
 #[test]
 fn a_full_window_refuses_until_the_boundary_and_admits_just_after_it() {
-    if !both_engines() {
-        return;
-    }
     let server = Server::start();
     let mut con = server.connect();
     // A +05:45 month (and a Paris one, where the engine takes IANA zones):
@@ -156,9 +145,6 @@ fn a_full_window_refuses_until_the_boundary_and_admits_just_after_it() {
 
 #[test]
 fn rl_all_takes_a_calendar_limit_with_its_zone() {
-    if !both_engines() {
-        return;
-    }
     let server = Server::start();
     let mut con = server.connect();
     let now_us = instant("2026-02-28 23:30 UTC");
@@ -200,9 +186,6 @@ fn rl_all_takes_a_calendar_limit_with_its_zone() {
 
 #[test]
 fn zones_and_calendar_windows_are_checked() {
-    if !both_engines() {
-        return;
-    }
     let server = Server::start();
     let mut con = server.connect();
     let now_us = instant("2026-05-05 12:00 UTC");
@@ -248,9 +231,6 @@ fn zones_and_calendar_windows_are_checked() {
 
 #[test]
 fn peek_refund_and_block_work_on_a_calendar_window() {
-    if !both_engines() {
-        return;
-    }
     let server = Server::start();
     let mut con = server.connect();
     let now_us = instant("2030-12-31 23:00 UTC"); // a year ends in an hour
@@ -344,4 +324,22 @@ fn info_says_which_tz_database_the_module_carries() {
 /// The version the core crate was built with (`2026f`).
 fn ratelimit_core_tzdb_version() -> &'static str {
     redis_ratelimit::calendar::TZDB_VERSION
+}
+
+#[test]
+fn a_repeated_call_counts_in_the_same_calendar_window() {
+    // The same arguments twice (the library's fast path sees them the second
+    // time; a calendar window takes its full path): 2030-02-28 23:30 UTC.
+    let server = Server::start();
+    let mut con = server.connect();
+    let now_us = instant("2030-02-28 23:30 UTC");
+    let args = ["RL.FIXEDWINDOW", "again", "1000", "MONTH"];
+    for remaining in [999, 998, 997] {
+        assert_eq!(
+            call_at(&mut con, now_us, &args),
+            [0, 1000, remaining, -1, 1_800_000]
+        );
+    }
+    let value: String = query(&mut con, &["GET", "again"]).unwrap();
+    assert_eq!(value, format!("{}:3", instant("2030-02-01 00:00 UTC")));
 }

@@ -13,6 +13,7 @@
 //!
 //! The calls cover every command the library offers and every option:
 //! `TOKENS`, `REFUND`, `PEEK`, `BLOCK`, `ALIGN FIRST`/`EPOCH`, `BUCKETS k`,
+//! calendar windows (`DAY` … `YEAR`, `TZ` UTC or a fixed offset),
 //! `RL.ALL` with 1 to 65 keys, mixes of limit types and `WITHLIMITS`; bad
 //! arguments too (bad numbers, floats as `strtod` reads them, junk and
 //! repeated options, wrong types, foreign values, keys used by another
@@ -301,6 +302,43 @@ fn sane(rng: &mut Rng, p: Param) -> String {
     .to_string()
 }
 
+/// A limit's parameters for `cmd`; a fixed window's window is sometimes a
+/// calendar one (`DAY` … `YEAR`, in any case), with or without `TZ` and a
+/// zone the library takes (UTC, fixed offsets) or one neither takes (an
+/// offset misspelled); rarely `TZ` after a window in seconds.
+fn fresh_params(rng: &mut Rng, cmd: Cmd) -> Vec<String> {
+    let mut params: Vec<String> = cmd.params().iter().map(|&p| sane(rng, p)).collect();
+    if cmd != Cmd::FixedWindow || !rng.chance(30) {
+        return params;
+    }
+    if rng.chance(3) {
+        params.extend(["TZ".to_string(), "UTC".to_string()]);
+        return params;
+    }
+    let unit = *rng.pick(&["DAY", "WEEK", "MONTH", "YEAR", "MONTH"]);
+    params[1] = random_case(rng, unit);
+    if rng.chance(60) {
+        let zone = if rng.chance(95) {
+            rng.pick(&[
+                "UTC", "utc", "+00:00", "-00:00", "+05:30", "+05:45", "-03:30", "+01:00", "-05:00",
+                "+14:00", "-12:00", "+23:59", "-09:30",
+            ])
+        } else {
+            rng.pick(&["+24:00", "+5:30", "-05:60", "", "+05:30:00", "-0530", "+"])
+        };
+        params.extend([random_case(rng, "TZ"), zone.to_string()]);
+    }
+    params
+}
+
+/// Whether `head[i]` is a zone (it follows `TZ`). A malformed call never
+/// puts a word shaped as a zone name there: the library refuses such a
+/// name as one it needs the module for, the module as unknown (the
+/// documented difference, docs/functions.md).
+fn after_tz(head: &[String], i: usize) -> bool {
+    i > 0 && head[i - 1].eq_ignore_ascii_case("TZ")
+}
+
 fn bad(rng: &mut Rng, p: Param) -> String {
     match p {
         Param::Secs | Param::WholeSecs if rng.chance(70) => rng.pick(BAD_SECS).to_string(),
@@ -375,7 +413,7 @@ fn pool(rng: &mut Rng, buckets: bool) -> Pool {
     let mut keys = Vec::new();
     for cmd in SINGLES {
         for i in 0..6 {
-            let params = cmd.params().iter().map(|&p| sane(rng, p)).collect();
+            let params = fresh_params(rng, cmd);
             keys.push(PoolKey {
                 name: format!("d:{}:{i}", cmd.function()),
                 cmd,
@@ -702,7 +740,7 @@ fn gen_single(rng: &mut Rng, pool: &Pool, cmd: Cmd) -> Call {
     let own = key.filter(|k| k.cmd == cmd);
     let mut head: Vec<String> = match own {
         Some(k) if rng.chance(85) => k.params.clone(),
-        _ => cmd.params().iter().map(|&p| sane(rng, p)).collect(),
+        _ => fresh_params(rng, cmd),
     };
     if cmd == Cmd::Concurrency {
         // A key's parameters stay; its calls' operations and ids vary.
@@ -712,7 +750,8 @@ fn gen_single(rng: &mut Rng, pool: &Pool, cmd: Cmd) -> Call {
     let mut above_2_53 = false;
     let junk_param = rng.chance(4);
     if junk_param {
-        let i = rng.below(head.len());
+        // One of the positional parameters (not a calendar window's zone).
+        let i = rng.below(cmd.params().len().min(head.len()));
         head[i] = bad(rng, cmd.params()[i]);
         above_2_53 = head[i].len() >= 16;
     }
@@ -779,7 +818,7 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
     for i in 0..numkeys {
         let (name, kind, params) = if wide {
             let kind = *rng.pick(&ALL_KINDS);
-            let params: Vec<String> = kind.params().iter().map(|&p| sane(rng, p)).collect();
+            let params: Vec<String> = fresh_params(rng, kind);
             (pool.wide[i].clone(), kind, params)
         } else {
             let kind = *rng.pick(&ALL_KINDS);
@@ -799,7 +838,7 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
             let params = if k.cmd == kind && rng.chance(85) {
                 k.params.clone()
             } else {
-                kind.params().iter().map(|&p| sane(rng, p)).collect()
+                fresh_params(rng, kind)
             };
             (k.name.clone(), kind, params)
         };
@@ -826,6 +865,7 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
                 // A bad limit type.
                 let kinds: Vec<usize> = (0..head.len())
                     .filter(|&i| head[i].chars().all(|c| c.is_ascii_alphabetic()))
+                    .filter(|&i| !after_tz(&head, i))
                     .collect();
                 let i = *rng.pick(&kinds);
                 head[i] = rng
@@ -835,7 +875,9 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
             1 => {
                 // A bad parameter.
                 let i = rng.below(head.len());
-                if !head[i].chars().all(|c| c.is_ascii_alphabetic()) || head[i].is_empty() {
+                if !after_tz(&head, i)
+                    && (!head[i].chars().all(|c| c.is_ascii_alphabetic()) || head[i].is_empty())
+                {
                     head[i] = bad(rng, Param::Secs);
                     above_2_53 = head[i].len() >= 16;
                 }
@@ -852,9 +894,14 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
             }
             _ => {
                 // A limit missing.
-                let last = head
-                    .iter()
-                    .rposition(|w| w.chars().all(|c| c.is_ascii_alphabetic()) && !w.is_empty())
+                let last = (0..head.len())
+                    .rev()
+                    .find(|&i| {
+                        let w = &head[i];
+                        w.chars().all(|c| c.is_ascii_alphabetic())
+                            && !w.is_empty()
+                            && !after_tz(&head, i)
+                    })
                     .unwrap_or(0);
                 head.truncate(last);
             }

@@ -39,7 +39,14 @@ pub enum StartError {
     Backend(#[from] backend::BackendError),
     #[error("cannot listen: {0}")]
     Listen(#[from] std::io::Error),
+    #[error("gRPC server reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
 }
+
+/// The encoded descriptor set of `envoy.service.ratelimit.v3` and its
+/// imports (`build.rs`, from `rls/proto/`), for gRPC server reflection.
+pub const RLS_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/rls_descriptor_set.bin"));
 
 /// A running service.
 pub struct Running {
@@ -173,9 +180,20 @@ pub async fn start_with(
     health
         .set_serving::<RateLimitServiceServer<Service>>()
         .await;
+    // gRPC server reflection (v1, and v1alpha for older clients): the
+    // service and its health, callable without `.proto` files.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(RLS_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection().build_v1()?;
+    let reflection_v1alpha = reflection().build_v1alpha()?;
     let grpc = tokio::spawn(async move {
         let result = tonic::transport::Server::builder()
             .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = grpc_stopped.await;

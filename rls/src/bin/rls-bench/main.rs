@@ -9,17 +9,21 @@
 //! 2. The service (in-process, on loopback) under a load generator at a
 //!    fixed rate: decisions/s achieved and latency percentiles, measured
 //!    from each request's scheduled start (no coordinated omission).
+//! 3. The service at 16 and 64 requests in flight, CPU per decision, for a
+//!    request answered without Redis, one limit, three, and a flood on an
+//!    exhausted limit with the local over-limit cache off and on
+//!    ([`streams`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use redis::aio::MultiplexedConnection;
+use streams::Case;
+use tonic::transport::Channel;
+
+mod streams;
 
 #[derive(Parser)]
 struct Args {
@@ -38,11 +42,11 @@ struct Args {
     /// The load generator's duration, s.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
-    /// Part 3: this many requests in flight at once (closed loop: each
-    /// stream sends its next request when its last one is answered), over
-    /// 4 gRPC connections, for `--seconds`; 0 skips it.
-    #[arg(long, default_value_t = 64)]
-    streams: u64,
+    /// Part 3: these numbers of requests in flight at once (closed loop:
+    /// each stream sends its next request when its last one is answered),
+    /// over 4 gRPC connections, for `--seconds` each; 0 skips it.
+    #[arg(long, value_delimiter = ',', default_value = "16,64")]
+    streams: Vec<u64>,
     /// The server runs under `valgrind --tool=callgrind` with this pid:
     /// part 1 counts the whole server's instructions per decision (reading,
     /// parsing, executing, replying), and part 2 is skipped.
@@ -273,10 +277,12 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 10000000, algorithm: sliding_window}
   - key: tenant
     rate_limit: {unit: minute, requests_per_unit: 10000000, algorithm: gcra}
+  - key: flood
+    rate_limit: {unit: hour, requests_per_unit: 1}
 ",
     )
     .unwrap();
-    let settings = ratelimit_rls::settings::Settings::parse_from([
+    let flags = [
         "ratelimit-rls",
         "--config",
         config.to_str().unwrap(),
@@ -290,28 +296,21 @@ descriptors:
         "user",
         "--redis-timeout-ms",
         "1000",
-    ]);
+    ];
+    let settings = ratelimit_rls::settings::Settings::parse_from(flags);
     let running = ratelimit_rls::start(&settings).await.unwrap();
     let endpoint = format!("http://{}", running.grpc_addr);
     let total = args.rate * args.seconds;
     let interval = Duration::from_nanos(1_000_000_000 / args.rate.max(1));
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        clients.push(
-            RateLimitServiceClient::connect(endpoint.clone())
-                .await
-                .unwrap(),
-        );
-    }
+    let clients = connect(&endpoint).await;
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(total as usize);
     for i in 0..total {
         let due = started + interval * i as u32;
         tokio::time::sleep_until(due.into()).await;
         let mut client = clients[(i % 4) as usize].clone();
-        let user = (i % 1000).to_string();
         tasks.push(tokio::spawn(async move {
-            let request = bench_request(&user);
+            let request = Case::ThreeLimits.request(i);
             let ok = client.should_rate_limit(request).await.is_ok();
             (due.elapsed(), ok)
         }));
@@ -344,79 +343,71 @@ descriptors:
         failures_before
     );
 
-    // Part 3: as many requests in flight as streams, as fast as answered.
-    if args.streams > 0 {
-        let deadline = Instant::now() + Duration::from_secs(args.seconds);
-        let started = Instant::now();
-        let cpu_before = process_cpu_s();
-        let mut tasks = Vec::new();
-        let streams = args.streams;
-        for s in 0..streams {
-            let mut client = clients[(s % 4) as usize].clone();
-            tasks.push(tokio::spawn(async move {
-                let mut latencies = Vec::new();
-                let mut errors = 0usize;
-                let mut i = s;
-                while Instant::now() < deadline {
-                    let request = bench_request(&(i % 1000).to_string());
-                    let sent = Instant::now();
-                    errors += usize::from(client.should_rate_limit(request).await.is_err());
-                    latencies.push(sent.elapsed());
-                    i += streams;
-                }
-                (latencies, errors)
-            }));
-        }
-        let mut latencies = Vec::new();
-        let mut errors = 0;
-        for t in tasks {
-            let (l, e) = t.await.unwrap();
-            latencies.extend(l);
-            errors += e;
-        }
-        let elapsed = started.elapsed().as_secs_f64();
-        let cpu_us = (process_cpu_s() - cpu_before) * 1e6 / latencies.len().max(1) as f64;
-        latencies.sort();
-        let pct =
-            |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    // Part 3: as many requests in flight as streams, as fast as answered,
+    // each request kind in turn; the flood also on a service with the local
+    // over-limit cache.
+    if args.streams.iter().any(|&s| s > 0) {
+        let cache = ["--local-cache-size-in-bytes", "10000000"];
+        let with_cache = ratelimit_rls::settings::Settings::parse_from(flags.iter().chain(&cache));
+        let cached = ratelimit_rls::start(&with_cache).await.unwrap();
+        let cached_clients = connect(&format!("http://{}", cached.grpc_addr)).await;
+        // The flood's limit (1 per hour) exhausted.
+        let _ = clients[0]
+            .clone()
+            .should_rate_limit(Case::Flood.request(0))
+            .await;
         println!(
-            "\n## The service: {} streams in flight (closed loop), 3 descriptors per request, {} s (4 gRPC connections, loopback)\n",
-            args.streams, args.seconds
+            "\n## The service: streams in flight (closed loop), {} s each (4 gRPC connections, loopback)\n",
+            args.seconds
         );
-        println!("CPU per decision: the service and the load generator together (this process), not Redis.\n");
-        println!("| decisions/s | CPU µs per decision | p50 | p99 | p99.9 | max | errors | Redis failures |");
+        println!("CPU per decision: this process (the service and the load generator together), not Redis; the ratio is to the request answered without Redis at the same streams.\n");
+        println!("| streams | request | decisions/s | CPU µs per decision | ratio | p50 | p99 | errors |");
         println!("|---|---|---|---|---|---|---|---|");
-        println!(
-            "| {:.0} | {:.0} | {:?} | {:?} | {:?} | {:?} | {} | {} |",
-            latencies.len() as f64 / elapsed,
-            cpu_us,
-            pct(0.5),
-            pct(0.99),
-            pct(0.999),
-            latencies.last().copied().unwrap_or_default(),
-            errors,
-            failures(&running) - failures_before
-        );
+        for &streams in args.streams.iter().filter(|&&s| s > 0) {
+            let mut baseline = None;
+            for (case, cache) in [
+                (Case::WithoutRedis, false),
+                (Case::OneLimit, false),
+                (Case::ThreeLimits, false),
+                (Case::Flood, false),
+                (Case::Flood, true),
+            ] {
+                let on = if cache { &cached_clients } else { &clients };
+                let f = streams::run(on, case, streams, args.seconds).await;
+                let base = *baseline.get_or_insert(f.cpu_us);
+                println!(
+                    "| {streams} | {}{} | {:.0} | {:.1} | {:.2} | {:?} | {:?} | {} |",
+                    case.name(),
+                    match (case, cache) {
+                        (Case::Flood, true) => ", local cache on",
+                        (Case::Flood, false) => ", cache off",
+                        _ => "",
+                    },
+                    f.per_second,
+                    f.cpu_us,
+                    f.cpu_us / base,
+                    f.p50,
+                    f.p99,
+                    f.errors
+                );
+            }
+        }
+        drop(cached);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// This process's CPU time (user + system), in seconds (`/proc/self/stat`).
-fn process_cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // After the command name's closing parenthesis: fields 3…; utime and
-    // stime are fields 14 and 15, in clock ticks (100 per second on Linux).
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
+/// Four gRPC connections to the service at `endpoint`.
+async fn connect(endpoint: &str) -> Vec<RateLimitServiceClient<Channel>> {
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(
+            RateLimitServiceClient::connect(endpoint.to_string())
+                .await
+                .unwrap(),
+        );
+    }
+    clients
 }
 
 /// The service's Redis failures so far.
@@ -425,24 +416,4 @@ fn failures(running: &ratelimit_rls::Running) -> u64 {
         "ratelimit_service_should_rate_limit_error",
         &[("err_type", "redis_error")],
     )
-}
-
-/// A request of 3 descriptors for `user`.
-fn bench_request(user: &str) -> RateLimitRequest {
-    let entry = |k: &str, v: &str| RateLimitDescriptor {
-        entries: vec![Entry {
-            key: k.into(),
-            value: v.into(),
-        }],
-        ..Default::default()
-    };
-    RateLimitRequest {
-        domain: "bench".into(),
-        descriptors: vec![
-            entry("user", user),
-            entry("path", "/a"),
-            entry("tenant", "t"),
-        ],
-        hits_addend: 0,
-    }
 }
