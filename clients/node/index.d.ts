@@ -24,6 +24,8 @@ export type LimitSpec =
   | { type: 'tokenBucket'; capacity: number; refillTokens: number; refillPeriod: number; label?: string }
   | { type: 'leakyBucket'; capacity: number; leakTokens: number; leakPeriod: number; label?: string }
   | { type: 'fixedWindow'; limit: number; window: number; align?: 'epoch' | 'first'; label?: string }
+  /** A calendar window: from one local boundary of the unit to the next, in `tz` (IANA name or '+hh:mm'; UTC by default). */
+  | { type: 'fixedWindow'; limit: number; window: 'day' | 'week' | 'month' | 'year'; tz?: string; label?: string }
   | { type: 'slidingWindow'; limit: number; window: number; buckets?: number; label?: string }
   | { type: 'slidingLog'; limit: number; window: number; label?: string }
   | { type: 'policy'; name: string; label?: string };
@@ -123,7 +125,7 @@ export declare class RateLimit {
   gcra(key: string, maxBurst: number, tokensPerPeriod: number, period: number, options?: CallOptions): Promise<RateLimitResult>;
   tokenBucket(key: string, capacity: number, refillTokens: number, refillPeriod: number, options?: CallOptions): Promise<RateLimitResult>;
   leakyBucket(key: string, capacity: number, leakTokens: number, leakPeriod: number, options?: CallOptions): Promise<RateLimitResult>;
-  fixedWindow(key: string, limit: number, window: number, options?: CallOptions & { align?: 'epoch' | 'first' }): Promise<RateLimitResult>;
+  fixedWindow(key: string, limit: number, window: number | 'day' | 'week' | 'month' | 'year', options?: CallOptions & { align?: 'epoch' | 'first'; tz?: string }): Promise<RateLimitResult>;
   slidingWindow(key: string, limit: number, window: number, options?: CallOptions & { buckets?: number }): Promise<RateLimitResult>;
   slidingLog(key: string, limit: number, window: number, options?: CallOptions): Promise<RateLimitResult>;
   /** RL.ALL: all or nothing; `which` is the binding limit's index in `limits`. */
@@ -219,7 +221,8 @@ export type NextFunction = (err?: unknown) => void;
 export interface Rule {
   /** Names the rule in keys (`${prefix}${name}:${key}`) and headers. */
   name?: string;
-  limit: LimitSpec;
+  /** A spec, or the rule syntax of a fixed window: '100/minute', '1000/month@Europe/Paris'. */
+  limit: LimitSpec | string;
   /** A path prefix ('/api' matches '/api' and '/api/…'), RegExp, list, or predicate. */
   path?: string | RegExp | ((req: RequestLike) => boolean) | (string | RegExp)[];
   method?: string | string[];
@@ -231,8 +234,8 @@ export interface MiddlewareOptions {
   client?: RedisClientLike;
   limiter?: RateLimit;
   rules?: Rule[];
-  /** A single limit for every request (instead of rules). */
-  limit?: LimitSpec;
+  /** A single limit for every request (instead of rules): a spec, or the rule syntax of a fixed window ('1000/month@Europe/Paris'). */
+  limit?: LimitSpec | string;
   name?: string;
   /**
    * The client's identity; null/undefined: not limited. Default: req.ip (else the
@@ -421,6 +424,8 @@ export declare class RateLimiterUnion {
 }
 
 export declare function windowSeconds(spec: LimitSpec, limit: number): number | undefined;
+/** A fixed-window spec from the rule syntax: '100/minute', '10/2 days', '1000/month@Europe/Paris' (a calendar month in that zone). */
+export declare function parseLimit(text: string): LimitSpec;
 
 /**
  * express-rate-limit v8's ipKeyGenerator: an IPv6 address as its network of

@@ -1,6 +1,6 @@
 'use strict';
 // redis-ratelimit-client: the Node client of the redis-ratelimit module (see README.md).
-const { RateLimit, RateLimitResult, windowSeconds } = require('./lib/ratelimit');
+const { RateLimit, RateLimitResult, windowSeconds, parseLimit } = require('./lib/ratelimit');
 const { RateLimitUnavailableError } = require('./lib/client');
 const { rateLimit, concurrencyLimit } = require('./lib/express');
 const { Lease } = require('./lib/concurrency');
@@ -20,5 +20,6 @@ module.exports = {
   RateLimiterUnion,
   RateLimiterRes,
   windowSeconds,
+  parseLimit,
   ipKeyGenerator,
 };

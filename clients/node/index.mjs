@@ -13,6 +13,7 @@ export const {
   RateLimiterUnion,
   RateLimiterRes,
   windowSeconds,
+  parseLimit,
   ipKeyGenerator,
 } = cjs;
 export default cjs;

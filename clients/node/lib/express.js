@@ -3,7 +3,7 @@
 // fail-open / fail-closed under a command timeout, and a local cache of denials.
 
 const { isIP } = require('node:net');
-const { RateLimit, RateLimitResult, engineOptions } = require('./ratelimit');
+const { RateLimit, RateLimitResult, engineOptions, parseLimit } = require('./ratelimit');
 const { RateLimitUnavailableError } = require('./client');
 const { ipKeyGenerator, checkIpv6Subnet, DEFAULT_IPV6_SUBNET } = require('./ip-key');
 
@@ -170,7 +170,9 @@ class DenialCache {
  *
  * Options:
  * - `client`: node-redis or ioredis client (or `limiter`: a RateLimit instance);
- * - `rules`: [{ name, limit: spec, path?, method?, key?, cost? }] — every rule
+ * - `rules`: [{ name, limit: spec, path?, method?, key?, cost? }] — `limit` a
+ *   spec, or the rule syntax of a fixed window ('100/minute',
+ *   '1000/month@Europe/Paris': a calendar month in that zone); every rule
  *   whose `path` (prefix string, RegExp, array or function of req) and `method`
  *   match applies; one rule is one command, several are decided together,
  *   all or nothing, with RL.ALL (binding rule in the headers). Or a single
@@ -222,7 +224,7 @@ function rateLimit(options = {}) {
     validator.keyFunction(r.key);
     return {
       name: r.name ?? `rule${i}`,
-      limit: r.limit,
+      limit: typeof r.limit === 'string' ? parseLimit(r.limit) : r.limit,
       matches: ((p, m) => (req) => p(req) && m(req))(pathMatcher(r.path), methodMatcher(r.method)),
       key: r.key ?? keyOf,
     };

@@ -31,6 +31,48 @@ const SPECS = {
 
 const POLICY_WINDOW_TTL_MS = 60_000;
 
+/**
+ * The calendar windows of RL.FIXEDWINDOW (`window: 'month'`, `tz: 'Europe/Paris'`)
+ * and their nominal length in seconds (the `w` of RateLimit-Policy: a month, or
+ * a day with a daylight-saving change, is not always that long; the server's
+ * resetAfterMs is exact).
+ */
+const CALENDAR = { DAY: 86400, WEEK: 604800, MONTH: 2592000, YEAR: 31536000 };
+const calendarOf = (spec) => (typeof spec.window === 'string' && CALENDAR[spec.window.toUpperCase()] ? spec.window.toUpperCase() : null);
+
+/** The words of a spec's parameters: `limit MONTH [TZ zone]` for a calendar window. */
+function paramWords(spec, def = specOf(spec)) {
+  const calendar = calendarOf(spec);
+  if (spec.tz !== undefined && spec.tz !== null && !calendar) {
+    throw new TypeError("redis-ratelimit-client: tz takes a calendar window (window: 'day', 'week', 'month' or 'year')");
+  }
+  if (!calendar) return def.params.map((p) => spec[p]);
+  if (spec.type !== 'fixedWindow') throw new TypeError(`redis-ratelimit-client: a '${spec.type}' window is a number of seconds`);
+  return [spec.limit, calendar, ...(spec.tz ? ['TZ', spec.tz] : [])];
+}
+
+const UNIT_SECONDS = { second: 1, sec: 1, s: 1, minute: 60, min: 60, m: 60, hour: 3600, h: 3600, day: 86400, d: 86400, week: 604800, w: 604800, month: 0, year: 0, y: 0 };
+const CALENDAR_UNIT = { day: 'day', d: 'day', week: 'week', w: 'week', month: 'month', year: 'year', y: 'year' };
+
+/**
+ * A fixed window from the rule syntax `'<n>/<unit>'` (or `'<n> per <unit>'`,
+ * `'<n>/<k> <units>'`): '100/minute' is { type: 'fixedWindow', limit: 100,
+ * window: 60 }; day, week, month and year are calendar windows, in UTC or in the
+ * zone after '@': '1000/month@Europe/Paris'. '10/2 days' is 172,800 seconds.
+ */
+function parseLimit(text) {
+  const m = /^\s*(\d+)\s*(?:\/|per\s)\s*(\d+)?\s*([a-z]+?)s?\s*(?:@\s*(\S+))?\s*$/i.exec(String(text));
+  const unit = m ? m[3].toLowerCase() : '';
+  if (!m || !(unit in UNIT_SECONDS)) {
+    throw new TypeError(`redis-ratelimit-client: a limit is '<n>/<unit>' (second, minute, hour, day, week, month, year), optionally '@<time zone>' for a calendar unit, not ${JSON.stringify(text)}`);
+  }
+  const [n, k, zone] = [Number(m[1]), Number(m[2] ?? 1), m[4]];
+  if (k === 1 && CALENDAR_UNIT[unit]) return { type: 'fixedWindow', limit: n, window: CALENDAR_UNIT[unit], ...(zone ? { tz: zone } : {}) };
+  if (zone) throw new TypeError(`redis-ratelimit-client: '@${zone}' takes one calendar unit (day, week, month, year): ${JSON.stringify(text)}`);
+  if (UNIT_SECONDS[unit] === 0) throw new TypeError(`redis-ratelimit-client: months and years are calendar windows of one unit: ${JSON.stringify(text)}`);
+  return { type: 'fixedWindow', limit: n, window: k * UNIT_SECONDS[unit] };
+}
+
 function specOf(spec) {
   const def = spec && SPECS[spec.type];
   if (!def) {
@@ -60,7 +102,7 @@ function windowSeconds(spec, limit) {
     case 'fixedWindow':
     case 'slidingWindow':
     case 'slidingLog':
-      return Math.ceil(n(spec.window));
+      return calendarOf(spec) ? CALENDAR[calendarOf(spec)] : Math.ceil(n(spec.window));
     default:
       return undefined;
   }
@@ -93,6 +135,10 @@ function specFromPolicyWords(words) {
     case 'LEAKYBUCKET':
       return { type: 'leakyBucket', capacity: a, leakTokens: b, leakPeriod: c };
     case 'FIXEDWINDOW':
+      if (CALENDAR[String(b).toUpperCase()]) {
+        const zoned = String(c ?? '').toUpperCase() === 'TZ' && w[4] !== undefined;
+        return { type: 'fixedWindow', limit: a, window: String(b).toLowerCase(), ...(zoned ? { tz: w[4] } : {}) };
+      }
       return { type: 'fixedWindow', limit: a, window: b };
     case 'SLIDINGWINDOW':
       return { type: 'slidingWindow', limit: a, window: b };
@@ -195,9 +241,12 @@ class RateLimit {
     return this.check(key, { type: 'leakyBucket', capacity, leakTokens, leakPeriod }, opts);
   }
 
-  /** RL.FIXEDWINDOW key limit window [ALIGN FIRST when opts.align === 'first']. */
+  /**
+   * RL.FIXEDWINDOW key limit window [ALIGN FIRST when opts.align === 'first'];
+   * `window` 'day', 'week', 'month' or 'year': a calendar window in `opts.tz` (UTC).
+   */
   fixedWindow(key, limit, window, opts = {}) {
-    return this.check(key, { type: 'fixedWindow', limit, window, align: opts.align }, opts);
+    return this.check(key, { type: 'fixedWindow', limit, window, align: opts.align, tz: opts.tz }, opts);
   }
 
   /** RL.SLIDINGWINDOW key limit window [BUCKETS opts.buckets]. */
@@ -219,7 +268,7 @@ class RateLimit {
   static commandArgs(key, spec, opts = {}) {
     const def = specOf(spec);
     if (spec.type === 'policy') return [def.command, key, spec.name, ...optionArgs(opts, { allowBlock: false })];
-    const args = [def.command, key, ...def.params.map((p) => spec[p]), ...optionArgs(opts)];
+    const args = [def.command, key, ...paramWords(spec, def), ...optionArgs(opts)];
     if (spec.type === 'fixedWindow' && spec.align) args.push('ALIGN', String(spec.align).toUpperCase());
     if (spec.type === 'slidingWindow' && spec.buckets) args.push('BUCKETS', spec.buckets);
     return args;
@@ -293,7 +342,7 @@ class RateLimit {
       }
       if (l.type === 'slidingWindow' && l.buckets) throw new TypeError('redis-ratelimit-client: RL.ALL takes sliding windows without buckets');
       keys.push(l.key);
-      words.push(def.word, ...def.params.map((p) => l[p]));
+      words.push(def.word, ...paramWords(l, def));
     }
     const reply = await this.send(['RL.ALL', limits.length, ...keys, ...words, ...optionArgs(opts)]);
     const result = new RateLimitResult(reply, { keys });
@@ -324,4 +373,4 @@ class RateLimit {
 // Concurrency limits (RL.CONCURRENCY): acquire() → Lease, renew(), release() (lib/concurrency.js).
 Object.assign(RateLimit.prototype, concurrency.methods);
 
-module.exports = { RateLimit, RateLimitResult, windowSeconds, specOf, specFromPolicyWords, SPECS, optionArgs, applyBlock, DEFAULT_TIMEOUT_MS, engineOptions };
+module.exports = { RateLimit, RateLimitResult, parseLimit, windowSeconds, specOf, specFromPolicyWords, SPECS, optionArgs, applyBlock, DEFAULT_TIMEOUT_MS, engineOptions };

@@ -21,6 +21,7 @@ from ._core import (
     SlidingLog,
     SlidingWindow,
     TokenBucket,
+    parse_limit,
 )
 from ._engine import ENGINES, LIBRARY_VERSION, ModuleRequiredError
 from .concurrency import AsyncConcurrencyLease, ConcurrencyLease, ConcurrencyLimitExceeded
@@ -56,4 +57,5 @@ __all__ = [
     "SlidingWindow",
     "SyncRedis",
     "TokenBucket",
+    "parse_limit",
 ]

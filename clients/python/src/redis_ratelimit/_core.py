@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, TypedDict, Union
 
@@ -90,15 +91,46 @@ class LeakyBucket:
         return self.capacity * float(self.leak_period) / self.leak_tokens
 
 
+#: The calendar windows of ``RL.FIXEDWINDOW`` and their nominal length in seconds (for the
+#: ``w`` of the headers and the in-memory fallback: a month or a day in a zone with daylight
+#: saving is not always that long; the server's ``reset_after_ms`` is exact).
+CALENDAR_UNITS: Dict[str, int] = {"DAY": 86400, "WEEK": 604800, "MONTH": 2592000,
+                                  "YEAR": 31536000}
+
+
 @dataclass(frozen=True)
 class FixedWindow:
-    """``RL.FIXEDWINDOW``: ``limit`` tokens per epoch-aligned window of ``window`` seconds."""
+    """``RL.FIXEDWINDOW``: ``limit`` tokens per epoch-aligned window of ``window`` seconds, or per
+    calendar window: ``window`` ``"day"``, ``"week"`` (ISO, from Monday), ``"month"`` or
+    ``"year"``, from one local boundary to the next in ``tz`` (an IANA zone such as
+    ``"Europe/Paris"``, or ``"+05:30"``; UTC by default): ``FixedWindow(1000, "month",
+    tz="Europe/Paris")``."""
 
     limit: int
-    window: Number
+    window: Union[Number, str]
+    tz: Optional[str] = None
     keyword = "FIXEDWINDOW"
 
+    def __post_init__(self) -> None:
+        if isinstance(self.window, str):
+            if self.keyword != "FIXEDWINDOW" or self.window.upper() not in CALENDAR_UNITS:
+                raise ValueError(
+                    f"a window of {self.keyword} is a number of seconds"
+                    + (", or day, week, month or year" if self.keyword == "FIXEDWINDOW" else "")
+                    + f", not {self.window!r}")
+        elif self.tz is not None:
+            raise ValueError("tz takes a calendar window (day, week, month or year), "
+                             "not one in seconds")
+
+    @property
+    def calendar(self) -> Optional[str]:
+        """The calendar unit (``"MONTH"``…), or ``None`` for a window in seconds."""
+        return self.window.upper() if isinstance(self.window, str) else None
+
     def args(self) -> List[str]:
+        if isinstance(self.window, str):
+            unit = [str(self.limit), self.window.upper()]
+            return unit + (["TZ", self.tz] if self.tz is not None else [])
         return [str(self.limit), _num(self.window)]
 
     @property
@@ -107,7 +139,39 @@ class FixedWindow:
 
     @property
     def window_s(self) -> float:
+        if isinstance(self.window, str):
+            return float(CALENDAR_UNITS[self.window.upper()])
         return float(self.window)
+
+
+_UNIT_SECONDS = {"second": 1, "sec": 1, "s": 1, "minute": 60, "min": 60, "m": 60,
+                 "hour": 3600, "h": 3600, "day": 86400, "d": 86400, "week": 604800, "w": 604800,
+                 "month": 0, "year": 0, "y": 0}
+_CALENDAR_OF = {"day": "day", "d": "day", "week": "week", "w": "week", "month": "month",
+                "year": "year", "y": "year"}
+_RATE = re.compile(r"^\s*(\d+)\s*(?:/|per\s)\s*(\d+)?\s*([a-z]+?)s?\s*(?:@\s*(\S+))?\s*$", re.I)
+
+
+def parse_limit(text: str) -> "FixedWindow":
+    """A fixed window from the rule syntax ``"<n>/<unit>"`` (or ``"<n> per <unit>"``,
+    ``"<n>/<k> <units>"``): ``"100/minute"`` is ``FixedWindow(100, 60)``; ``day``, ``week``,
+    ``month`` and ``year`` are calendar windows, in UTC or in the zone after ``@``:
+    ``"1000/month@Europe/Paris"`` is ``FixedWindow(1000, "month", tz="Europe/Paris")``;
+    ``"10/2 days"`` is 172,800 seconds (a calendar window is one unit)."""
+    m = _RATE.match(text)
+    unit = m.group(3).lower() if m else ""
+    if m is None or unit not in _UNIT_SECONDS:
+        raise ValueError(f"a limit is '<n>/<unit>' (second, minute, hour, day, week, month, "
+                         f"year), optionally '@<time zone>' for a calendar unit, not {text!r}")
+    n, k, zone = int(m.group(1)), int(m.group(2) or 1), m.group(4)
+    calendar = _CALENDAR_OF.get(unit)
+    if k == 1 and calendar is not None:
+        return FixedWindow(n, calendar, tz=zone)
+    if zone is not None:
+        raise ValueError(f"'@{zone}' takes one calendar unit (day, week, month, year): {text!r}")
+    if _UNIT_SECONDS[unit] == 0:
+        raise ValueError(f"months and years are calendar windows of one unit: {text!r}")
+    return FixedWindow(n, k * _UNIT_SECONDS[unit])
 
 
 @dataclass(frozen=True)
@@ -374,7 +438,13 @@ def policy_from_words(words: Sequence[Union[bytes, str]]) -> Tuple[Limit, Policy
     elif kind == "LEAKYBUCKET":
         limit = LeakyBucket(int(p[0]), int(p[1]), number(p[2]))
     elif kind == "FIXEDWINDOW":
-        limit = FixedWindow(int(p[0]), number(p[1]))
+        if p[1].upper() in CALENDAR_UNITS:
+            zoned = len(w) > 2 + n and w[1 + n].upper() == "TZ"
+            limit = FixedWindow(int(p[0]), p[1].lower(), tz=w[2 + n] if zoned else None)
+            if zoned:
+                w = w[:1 + n] + w[3 + n:]
+        else:
+            limit = FixedWindow(int(p[0]), number(p[1]))
     elif kind == "SLIDINGWINDOW":
         limit = SlidingWindow(int(p[0]), number(p[1]))
     elif kind == "CONCURRENCY":

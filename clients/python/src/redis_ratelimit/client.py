@@ -26,6 +26,7 @@ from typing import (
     Sequence,
     Tuple,
     TypeVar,
+    Union,
 )
 
 from . import _commands
@@ -274,18 +275,20 @@ class RateLimiter:
         self,
         key: str,
         limit: int,
-        window: Number,
+        window: Union[Number, str],
         *,
+        tz: Optional[str] = None,
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
-        """``RL.FIXEDWINDOW key limit window`` (seconds, epoch-aligned)."""
+        """``RL.FIXEDWINDOW key limit window [TZ zone]``: ``window`` in seconds (epoch-aligned), or
+        ``"day"``, ``"week"``, ``"month"``, ``"year"``: a calendar window in ``tz`` (UTC)."""
         return self.check(
             key,
-            FixedWindow(limit, window),
+            FixedWindow(limit, window, tz),
             tokens=tokens,
             refund=refund,
             peek=peek,
@@ -630,18 +633,20 @@ class AsyncRateLimiter:
         self,
         key: str,
         limit: int,
-        window: Number,
+        window: Union[Number, str],
         *,
+        tz: Optional[str] = None,
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
-        """``RL.FIXEDWINDOW key limit window`` (seconds, epoch-aligned)."""
+        """``RL.FIXEDWINDOW key limit window [TZ zone]``: ``window`` in seconds (epoch-aligned), or
+        ``"day"``, ``"week"``, ``"month"``, ``"year"``: a calendar window in ``tz`` (UTC)."""
         return await self.check(
             key,
-            FixedWindow(limit, window),
+            FixedWindow(limit, window, tz),
             tokens=tokens,
             refund=refund,
             peek=peek,

@@ -22,11 +22,11 @@ version).
 
 # No `from __future__ import annotations` here: FastAPI reads __call__'s parameter types, and
 # older versions cannot resolve string annotations on a callable instance.
-from typing import AsyncIterator, Optional
+from typing import AsyncIterator, Optional, Union
 
 from fastapi import Request, Response
 
-from ._core import Concurrency, Decision, Limit
+from ._core import Concurrency, Decision, Limit, parse_limit
 from .concurrency import AsyncLeaseLimiter
 from .middleware import (
     AsyncLimiter,
@@ -55,7 +55,7 @@ class RateLimit:
     def __init__(
         self,
         limiter: AsyncLimiter,
-        limit: Limit,
+        limit: Union[Limit, str],
         *,
         key: KeyFunc = client_ip,
         name: Optional[str] = None,
@@ -72,7 +72,7 @@ class RateLimit:
             raise TypeError("a Concurrency limit is held for the whole request: use "
                             "Depends(ConcurrencyLimit(limiter, Concurrency(...)))")
         self.limiter = limiter
-        self.limit = limit
+        self.limit: Limit = parse_limit(limit) if isinstance(limit, str) else limit
         self.key = key
         self.name = name
         self.cost = cost

@@ -16,7 +16,12 @@ The rest of the URI is that of ``limits``' own Redis storages, plus two options 
   when the server has it, else the Functions library, loaded by the storage, else ``EVALSHA``
   of the same code); the storage's ``engine`` attribute says which one is in use;
 * ``clock=auto|server|caller``: whose clock the library reads (default ``auto``: the server's,
-  this process's where the server refuses ``TIME`` in scripts, logged once).
+  this process's where the server refuses ``TIME`` in scripts, logged once);
+* ``calendar=<zone>`` (``UTC``, ``Europe/Paris``, ``+05:30``): the fixed-window strategy's
+  ``1/day``, ``1/month`` and ``1/year`` limits become calendar windows in that zone
+  (``RL.FIXEDWINDOW <key>/rl.fixedwindow amount DAY|MONTH|YEAR TZ zone``: from midnight, the
+  1st, January 1st, where ``limits`` counts 86,400 s, 30 days and 360 days from the first hit);
+  refused hits are not counted. Other limits stay on ``limits``' INCR.
 
 Strategies:
 
@@ -24,7 +29,8 @@ Strategies:
 * ``sliding-window-counter`` → ``RL.SLIDINGWINDOW`` on ``<key>/rl.slidingwindow`` (one string
   key instead of two; windows aligned to the Unix epoch, as ``limits``' memory and memcached
   storages align theirs: hence ``TimestampedSlidingWindow``);
-* ``fixed-window`` stays on ``limits``' INCR + EXPIRE (``incr()`` is not given the limit).
+* ``fixed-window`` stays on ``limits``' INCR + EXPIRE (``incr()`` is not given the limit), but
+  with ``calendar=`` (above), where the key (``…/<amount>/1/month``) names the limit and unit.
 
 ``limits`` builds the same key for every strategy, hence the suffixes: a limiter's state never
 meets another type's (``RL.*`` answers WRONGTYPE on a key of the wrong type).
@@ -39,6 +45,8 @@ slowapi's ``swallow_errors`` / ``in_memory_fallback_enabled`` take over at once.
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -51,7 +59,7 @@ from limits.storage import RedisStorage as _RedisStorage
 from limits.storage.base import TimestampedSlidingWindow
 
 from . import _commands
-from ._core import SlidingLog, SlidingWindow
+from ._core import FixedWindow, SlidingLog, SlidingWindow
 from ._engine import TIME_REFUSED, AsyncEngine, ModuleRequiredError, SyncEngine, _State
 from .client import DEFAULT_TIMEOUT_S, fail_fast
 
@@ -104,7 +112,7 @@ end
 return {string.format('%.0f', now_us), redis.call('GET', KEYS[1])}
 """
 
-_ENGINE_OPTIONS = ("engine", "clock")
+_ENGINE_OPTIONS = ("engine", "clock", "calendar")
 
 
 def _engine_options(uri: str, options: Dict[str, Any]) -> Tuple[str, Dict[str, Any]]:
@@ -120,7 +128,31 @@ def _engine_options(uri: str, options: Dict[str, Any]) -> Tuple[str, Dict[str, A
         if k in options:
             found[k] = options.pop(k)
     return uri, {"engine": found.get("engine", "auto"), "clock": found.get("clock", "auto"),
-                 "logger": options.pop("logger", None)}
+                 "logger": options.pop("logger", None), "calendar": found.get("calendar")}
+
+
+# limits' key of a fixed-window item of one day, month or year: ``…/<amount>/1/<unit>``.
+_CALENDAR_ITEM = re.compile(r"/(\d+)/1/(day|month|year)$")
+CALENDAR_SUFFIX = "/rl.fixedwindow"
+
+
+def _calendar_item(zone: Optional[str], key: str) -> Optional[FixedWindow]:
+    """The calendar window standing for ``key``'s item under ``calendar=zone``, or ``None``."""
+    m = _CALENDAR_ITEM.search(key) if zone else None
+    return FixedWindow(int(m.group(1)), m.group(2), tz=zone) if m else None
+
+
+def _count_after_take(window: FixedWindow, amount: int, reply: Any) -> int:
+    """``incr()``'s count: what the window holds after an admitted take; a refusal (which took
+    nothing) reads as over the limit."""
+    d = _commands.check("", window).read(reply)
+    return window.limit - d.remaining if d.allowed else window.limit + amount
+
+
+def _count_at_peek(window: FixedWindow, reply: Any) -> int:
+    """``get()``'s count from a ``PEEK`` (which answers what taking one more would leave)."""
+    d = _commands.check("", window).read(reply)
+    return window.limit - d.remaining - (1 if d.allowed else 0)
 
 
 def _helper_args(state: _State, engine: str, args: List[Any]) -> List[Any]:
@@ -228,10 +260,36 @@ class _SyncMixin:
     lua_rl_moving_window: Any
     lua_rl_sliding_window: Any
     _rl: SyncEngine
+    _calendar: Optional[str] = None
 
     def _init_engine(self, engine_options: Dict[str, Any]) -> None:
+        self._calendar = engine_options.pop("calendar", None)
         self._rl = SyncEngine(lambda: self.get_connection(),  # type: ignore[attr-defined]
                               **engine_options)
+
+    def _calendar_call(self, key: str, window: FixedWindow, **options: Any) -> Any:
+        k = self.prefixed_key(key) + CALENDAR_SUFFIX  # type: ignore[attr-defined]
+        return self._rl.execute(_commands.check(k, window, **options).args)
+
+    def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        """``limits``' INCR, or with ``calendar=`` a calendar window's take (see the module)."""
+        window = _calendar_item(self._calendar, key)
+        if window is None:
+            return int(super().incr(key, expiry, amount))  # type: ignore[misc]
+        return _count_after_take(window, amount, self._calendar_call(key, window, tokens=amount))
+
+    def get(self, key: str) -> int:
+        window = _calendar_item(self._calendar, key)
+        if window is None:
+            return int(super().get(key))  # type: ignore[misc]
+        return _count_at_peek(window, self._calendar_call(key, window, peek=True))
+
+    def get_expiry(self, key: str) -> float:
+        window = _calendar_item(self._calendar, key)
+        if window is None:
+            return float(super().get_expiry(key))  # type: ignore[misc]
+        reply = self._calendar_call(key, window, peek=True)
+        return time.time() + _commands.check("", window).read(reply).reset_after_ms / 1000
 
     @property
     def engine(self) -> Optional[str]:
@@ -287,7 +345,7 @@ class _SyncMixin:
         """Deletes the key of every strategy (fixed window, moving window, sliding window)."""
         p = self.prefixed_key(key)  # type: ignore[attr-defined]
         conn = self.get_connection()  # type: ignore[attr-defined]
-        for k in (p, p + MOVING_WINDOW_SUFFIX, p + SLIDING_WINDOW_SUFFIX):
+        for k in (p, p + MOVING_WINDOW_SUFFIX, p + SLIDING_WINDOW_SUFFIX, p + CALENDAR_SUFFIX):
             conn.delete(k)
 
 
@@ -330,9 +388,35 @@ class _AsyncMixin:
     bridge: Any
     _scripts: Optional[Tuple[Any, Any, Any]] = None
     _rl: AsyncEngine
+    _calendar: Optional[str] = None
 
     def _init_engine(self, engine_options: Dict[str, Any]) -> None:
+        self._calendar = engine_options.pop("calendar", None)
         self._rl = AsyncEngine(lambda: self._conn(), **engine_options)
+
+    async def _calendar_call(self, key: str, window: FixedWindow, **options: Any) -> Any:
+        k = self._rl_key(key, CALENDAR_SUFFIX)
+        return await self._rl.execute(_commands.check(k, window, **options).args)
+
+    async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        window = _calendar_item(self._calendar, key)
+        if window is None:
+            return int(await super().incr(key, expiry, amount))  # type: ignore[misc]
+        reply = await self._calendar_call(key, window, tokens=amount)
+        return _count_after_take(window, amount, reply)
+
+    async def get(self, key: str) -> int:
+        window = _calendar_item(self._calendar, key)
+        if window is None:
+            return int(await super().get(key))  # type: ignore[misc]
+        return _count_at_peek(window, await self._calendar_call(key, window, peek=True))
+
+    async def get_expiry(self, key: str) -> float:
+        window = _calendar_item(self._calendar, key)
+        if window is None:
+            return float(await super().get_expiry(key))  # type: ignore[misc]
+        reply = await self._calendar_call(key, window, peek=True)
+        return time.time() + _commands.check("", window).read(reply).reset_after_ms / 1000
 
     @property
     def engine(self) -> Optional[str]:
@@ -392,7 +476,7 @@ class _AsyncMixin:
 
     async def clear(self, key: str) -> None:
         conn = self._conn()
-        for suffix in ("", MOVING_WINDOW_SUFFIX, SLIDING_WINDOW_SUFFIX):
+        for suffix in ("", MOVING_WINDOW_SUFFIX, SLIDING_WINDOW_SUFFIX, CALENDAR_SUFFIX):
             await conn.delete(self._rl_key(key, suffix))
 
 

@@ -75,7 +75,7 @@ from typing import (
 
 import redis.exceptions
 
-from ._core import Concurrency, Decision, Limit, Policy
+from ._core import Concurrency, Decision, Limit, Policy, parse_limit
 from ._refusal import Refusal
 from .concurrency import (
     AsyncConcurrencyLease,
@@ -156,11 +156,13 @@ class AsyncLimiter(Protocol):
     ) -> Decision: ...
 
 
-@dataclass
+@dataclass(init=False)
 class Rule:
     """One rate limit on the requests it matches.
 
-    ``limit``: an algorithm and its parameters (``GCRA(4, 10, 1)``), a server-side
+    ``limit``: an algorithm and its parameters (``GCRA(4, 10, 1)``), the rule syntax of a fixed
+    window (``"100/minute"``; ``"1000/month@Europe/Paris"``: a calendar month in that zone, see
+    :func:`~redis_ratelimit.parse_limit`), a server-side
     ``Policy("name")``, or a concurrency limit (``Concurrency(3, 60)``: at most 3 requests at
     once per key, each holding its slot until its response is done; ``cost`` is the slots). ``path``: a prefix, or a regular expression when it starts with ``^``.
     ``methods``: upper-case methods, or ``None`` for all. ``key``: the requester's identity
@@ -177,6 +179,18 @@ class Rule:
     name: Optional[str] = None
     fail_open: Optional[bool] = None
     _regex: Optional["re.Pattern[str]"] = field(default=None, init=False, repr=False)
+
+    def __init__(self, limit: Union[Limit, str], path: str = "/",
+                 methods: Optional[Collection[str]] = None, key: KeyFunc = client_ip,
+                 cost: Cost = 1, name: Optional[str] = None,
+                 fail_open: Optional[bool] = None) -> None:
+        # ``limit`` may be the rule syntax: "100/minute", "1000/month@Europe/Paris"
+        # (redis_ratelimit.parse_limit).
+        self.limit = parse_limit(limit) if isinstance(limit, str) else limit
+        self.path, self.methods, self.key, self.cost = path, methods, key, cost
+        self.name, self.fail_open = name, fail_open
+        self._regex = None
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if self.path.startswith("^"):
