@@ -77,11 +77,19 @@ for (const [clientName, lib] of Object.entries(CLIENTS)) {
         res.end('a completion\n');
       });
       const server = await listen(app);
+      const rl = new RateLimit(conn.client);
+      const peek = async () => {
+        const r = await rl.check(`rl:${k('llm')}:tenant`, BUDGET, { peek: true });
+        return `${r.limited}:${r.remaining}`;
+      };
       try {
         const statuses = [];
         for (let i = 0; i < 10; i++) {
-          statuses.push((await request(server.port, { path: '/llm' })).status);
-          await sleep(50); // the charge is sent once the response has finished
+          const before = await peek();
+          const { status } = await request(server.port, { path: '/llm' });
+          statuses.push(status);
+          // The charge is sent once the response has finished: wait for it to land.
+          for (let t = 0; status === 200 && t < 100 && (await peek()) === before; t++) await sleep(20);
         }
         assert.deepStrictEqual(statuses, [200, 200, 429, 429, 429, 429, 429, 429, 429, 429]);
       } finally {
