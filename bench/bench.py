@@ -264,10 +264,21 @@ WORST_CALLS = [
      ["RL.LIMIT", "w", "p"], "longest_policy"),
     ("RL.GCRA 4 10 1 REFUND 1 on a TAT ten years ahead (ERR)",
      ["RL.GCRA", "w", "4", "10", "1", "REFUND", "1"], "ahead"),
+    # Issue 41: the same in the Functions library (loaded beside the module).
+    ("RL.GCRA 4 10 1 on a 64 MiB string another client wrote (ERR)",
+     ["RL.GCRA", "w", "4", "10", "1"], "bigstring"),
+    ("FCALL rl_gcra 4 10 1 on a 64 MiB string another client wrote (ERR)",
+     ["FCALL", "rl_gcra", "1", "w", "4", "10", "1"], "bigstring"),
+    ("RL.ALL 64 × SLIDINGLOG 31 60 TOKENS 31 over 1,000 stale entries per log",
+     _all_logs(64, 31, "60", 31), "stale1000"),
+    ("FCALL rl_all 64 × SLIDINGLOG 31 60 TOKENS 31 over 1,000 stale entries per log",
+     ["FCALL", "rl_all", *_all_logs(64, 31, "60", 31)[1:]], "stale1000"),
+    ("FCALL rl_all 64 × SLIDINGLOG 31 60 TOKENS 31 (64 logs, 3,968 entries)",
+     ["FCALL", "rl_all", *_all_logs(64, 31, "60", 31)[1:]], "fresh"),
 ]
 
 # Modes whose timed call writes nothing: their keys are prepared once.
-_PREPARED_ONCE = {"foreign", "huge", "ahead"}
+_PREPARED_ONCE = {"foreign", "huge", "ahead", "bigstring"}
 
 # Fills KEYS[1] with ARGV[2] entries scored ARGV[1] + i, members ARGV[3] ..
 # (i + ARGV[4]), in ZADDs of 1,000 (bench set-up only).
@@ -289,6 +300,10 @@ def _prepare(server, argv, mode):
     (nothing for "fresh")."""
     now_us = int(time.time() * 1e6)
     old_us = now_us - 3_600_000_000
+    if argv[0] == "FCALL":
+        argv = ["RL.ALL" if argv[1] == "rl_all" else "RL.X", *argv[2:]]
+        if argv[0] == "RL.X":
+            argv = argv[:1] + argv[2:]
     keys = argv[2:2 + int(argv[1])] if argv[0] == "RL.ALL" else [argv[1]]
     if mode == "foreign":
         for key in keys:
@@ -301,6 +316,11 @@ def _prepare(server, argv, mode):
         if mode == "longest_policy":
             server.cli("RL.POLICY", "SET", "p", "SLIDINGLOG", "10", "60")
             server.cli("RL.POLICY", "SET", "p", "GCRA", "9", "10", "1", "RESET")
+    elif mode == "bigstring":
+        server.cli("SETRANGE", keys[0], 64 * 1024 * 1024 - 1, "7")
+    elif mode == "stale1000":
+        for key in keys:
+            server.cli("EVAL", _FILL_LOG, "1", key, old_us, 1000, "", 1)
     elif mode == "ahead":
         server.cli("SET", keys[0], now_us + 3650 * 86_400_000_000)
 
@@ -318,6 +338,8 @@ def _fill(server, argv):
 def worst_calls(server, rounds):
     """{label: (median µs, max µs)} of one call each, from SLOWLOG."""
     server.cli("CONFIG", "SET", "slowlog-log-slower-than", "0")
+    with open(os.path.join(ROOT, "functions", "ratelimit.lua")) as f:
+        server.cli("FUNCTION", "LOAD", "REPLACE", f.read())  # FLUSHALL keeps it
     out = {}
     try:
         for label, argv, mode in WORST_CALLS:

@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 13
+local VERSION = 14
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -1283,9 +1283,13 @@ local MAX_STATE_BYTES = 281 -- recognize::MAX_STATE_BYTES: B<i64>; + a bucketed 
 
 local function plan_string(key, alg, lim, at)
   local now = at.now
-  local stored = rpcall('GET', key)
+  -- At most one byte more than any state is read, whatever another client
+  -- stored (GET of a 64 MiB string took 345-563 ms; STRLEN then GET costs
+  -- a call more than this): longer than any state, not one. An empty
+  -- reply is an empty string or no key.
+  local stored = rpcall('GETRANGE', key, '0', '281')
   if type(stored) == 'table' then fail(E_WRONGTYPE) end
-  -- Longer than any state: not one (read no further).
+  if stored == '' and rcall('EXISTS', key) == 0 then stored = false end
   if stored and #stored > MAX_STATE_BYTES then e_invalid(alg.command) end
   local block_end, inner = nil, stored
   if stored and byte(stored, 1) == 66 then -- B
@@ -2236,7 +2240,10 @@ local function fast_gcra(lookup)
     local lim = lookup(args[1], args[2], args[3])
     if not lim then return nil end
     local key = keys[1]
-    local stored = rpcall('GET', key)
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
     if stored and (type(stored) ~= 'string' or #stored > 16 or stored == '' or find(stored, '%D')) then return nil end
     now = now or server_now()
     local ttl = 0
@@ -2294,7 +2301,10 @@ local function fast_bucket(lookup, fname, leaky)
     local lim = lookup(args[1], args[2], args[3])
     if not lim then return nil end
     local key = keys[1]
-    local stored = rpcall('GET', key)
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
     local s1, s2
     if stored then
       if type(stored) ~= 'string' then return nil end
@@ -2587,7 +2597,10 @@ local function fast_cell(lookup)
     local lim = lookup(args[1], args[2], args[3])
     if not lim then return nil end
     local key = keys[1]
-    local stored = rpcall('GET', key)
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
     local sus, sns
     if stored then
       if type(stored) ~= 'string' then return nil end
@@ -2647,7 +2660,10 @@ local function fast_fixed(lookup)
     -- A calendar window (DAY … YEAR) takes the full path.
     if not lim or lim.unit then return nil end
     local key = keys[1]
-    local stored = rpcall('GET', key)
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
     local s1, s2
     if stored then
       if type(stored) ~= 'string' or #stored > 34 then return nil end
@@ -2710,7 +2726,10 @@ local function fast_sliding(lookup)
     local lim = lookup(args[1], args[2])
     if not lim or lim.limit > MAX_EXACT then return nil end
     local key = keys[1]
-    local stored = rpcall('GET', key)
+    -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
+    -- empty string: the general path tells them apart.
+    local stored = rpcall('GETRANGE', key, '0', '281')
+    if stored == '' then return nil end
     local s1, s2, s3
     if stored then
       if type(stored) ~= 'string' or #stored > 50 then return nil end

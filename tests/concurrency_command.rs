@@ -1007,3 +1007,33 @@ fn a_refusal_by_a_concurrency_block_reports_the_block_as_reset() {
     assert!(r[3] <= 5_000, "{r:?}");
     assert!(r[4] <= 60_000 && r[4] >= pttl - 5, "{r:?}, PTTL {pttl}");
 }
+
+/// Two holders that use one lease id share one lease (issue 41, as
+/// docs/commands/rl.concurrency.md says): the second `ACQUIRE` renews the
+/// first's lease instead of taking a slot, and one's `RELEASE` frees the
+/// slot the other still works under.
+#[test]
+fn two_holders_of_one_id_share_one_slot() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let c = |con: &mut redis::Connection, op: &[&str]| {
+        let mut full = vec!["RL.CONCURRENCY", "shared", "2", "30"];
+        full.extend_from_slice(op);
+        call(con, &full)
+    };
+    assert_eq!(c(&mut con, &["ACQUIRE", "job"])[..3], [0, 2, 1], "holder 1");
+    assert_eq!(
+        c(&mut con, &["ACQUIRE", "job"])[..3],
+        [0, 2, 1],
+        "holder 2: no slot of its own"
+    );
+    assert_eq!(
+        c(&mut con, &["RELEASE", "job"])[..3],
+        [0, 2, 2],
+        "holder 1 is done"
+    );
+    // Holder 2 still works, but its slot is free again.
+    let r = c(&mut con, &["RENEW", "job"]);
+    assert_eq!((r[0], r[3]), (1, -1), "{r:?}");
+    assert_eq!(query::<i64>(&mut con, &["EXISTS", "shared"]).unwrap(), 0);
+}

@@ -315,3 +315,60 @@ fn every_expiry_the_module_writes_is_within_the_horizon() {
         );
     }
 }
+
+/// A string another client stored, however long, is refused after reading
+/// at most a few hundred bytes of it (issue 41): `FCALL rl_gcra` on a
+/// 64 MiB string read all of it first (345–563 ms); every command over a
+/// string state, alone and in `RL.ALL`, with `PEEK` and `REFUND`, answers
+/// within 5 ms and writes nothing. Both engines.
+#[test]
+fn a_huge_foreign_string_is_refused_without_reading_it() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = slowlog_server();
+    let mut con = server.connect();
+    let cases: &[(&str, &[&str])] = &[
+        ("RL.GCRA", &["4", "10", "1"]),
+        ("RL.TOKENBUCKET", &["4", "1", "1"]),
+        ("RL.LEAKYBUCKET", &["4", "1", "1"]),
+        ("RL.FIXEDWINDOW", &["4", "10"]),
+        ("RL.SLIDINGWINDOW", &["4", "10"]),
+        ("RL.SLIDINGWINDOW", &["4", "10", "BUCKETS", "10"]),
+        ("CL.THROTTLE", &["4", "10", "1"]),
+    ];
+    // 64 MiB and 1 MB, written by SETRANGE (no 64 MiB argument to send).
+    for (key, last) in [("hs64", 64 * 1024 * 1024 - 1), ("hs1", 999_999)] {
+        let _: i64 = query(&mut con, &["SETRANGE", key, &last.to_string(), "7"]).unwrap();
+    }
+    let _: () = query(&mut con, &["SLOWLOG", "RESET"]).unwrap();
+    for key in ["hs64", "hs1"] {
+        for (command, params) in cases {
+            let extras: &[&[&str]] = if *command == "CL.THROTTLE" {
+                &[&[]]
+            } else {
+                &[&[], &["PEEK"], &["REFUND", "1"], &["BLOCK", "5"]]
+            };
+            for extra in extras {
+                let mut args = vec![*command, key];
+                args.extend_from_slice(params);
+                args.extend_from_slice(extra);
+                let err = call_err(&mut con, &args);
+                assert!(
+                    err.starts_with("ERR the value at this key is not "),
+                    "{args:?}: {err}"
+                );
+            }
+        }
+        let err = call_err(&mut con, &["RL.ALL", "1", key, "GCRA", "4", "10", "1"]);
+        assert!(
+            err.starts_with("ERR the value at this key is not RL.GCRA"),
+            "{err}"
+        );
+        assert_eq!(query::<i64>(&mut con, &["PTTL", key]).unwrap(), -1);
+    }
+    assert_eq!(
+        query::<i64>(&mut con, &["STRLEN", "hs64"]).unwrap(),
+        64 * 1024 * 1024
+    );
+    let slow = common::slow_calls_of_either_engine(&mut con);
+    assert!(slow.is_empty(), "calls slower than 5 ms: {slow:?}");
+}

@@ -589,6 +589,15 @@ pub fn poll_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
 
 /// `SLOWLOG GET` entries (command and µs) of the module's commands.
 pub fn slow_module_calls(con: &mut redis::Connection) -> Vec<(String, i64)> {
+    slow_calls(con, false)
+}
+
+/// [`slow_module_calls`], and the library's (`FCALL`, `EVALSHA`) too.
+pub fn slow_calls_of_either_engine(con: &mut redis::Connection) -> Vec<(String, i64)> {
+    slow_calls(con, true)
+}
+
+fn slow_calls(con: &mut redis::Connection, library_calls: bool) -> Vec<(String, i64)> {
     let entries: Vec<redis::Value> = query(con, &["SLOWLOG", "GET", "1000"]).unwrap();
     let mut slow = Vec::new();
     for entry in entries {
@@ -611,7 +620,8 @@ pub fn slow_module_calls(con: &mut redis::Connection) -> Vec<(String, i64)> {
             _ => String::new(),
         };
         let lower = command.to_ascii_lowercase();
-        if lower.starts_with("rl.") || lower.starts_with("cl.") {
+        let library = library_calls && ["fcall", "evalsha"].iter().any(|p| lower.starts_with(p));
+        if lower.starts_with("rl.") || lower.starts_with("cl.") || library {
             slow.push((command, micros));
         }
     }
