@@ -53,6 +53,10 @@ COMMANDS = [
      ["RL.CONCURRENCY", "b:conc:__rand_int__", "100", "60", "RELEASE", "w"],
      ["RL.CONCURRENCY", "b:conc:__rand_int__", "100", "60", "ACQUIRE", "w"]),
     ("RL.GCRA PEEK", "rl.gcra", ["RL.GCRA", "b:gcra:__rand_int__", "99", "1", "6", "PEEK"]),
+    # FORCE (issue 43): a charge after the fact, the cost fitting or not
+    # (a first run leaves each key 50 tokens past its limit of 1).
+    ("RL.GCRA FORCE", "rl.gcra", ["RL.GCRA", "b:gcraf:__rand_int__", "0", "1", "6", "FORCE"],
+     ["RL.GCRA", "b:gcraf:__rand_int__", "0", "1", "6", "TOKENS", "50", "FORCE"]),
     # The policy "bench" is RL.GCRA's parameters (set once: FLUSHALL keeps policies).
     ("RL.LIMIT (GCRA policy)", "rl.limit", ["RL.LIMIT", "b:limit:__rand_int__", "bench"]),
     # Refunds to limiters that exist (a first run takes 50 tokens of each).

@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 14
+local VERSION = 15
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -69,6 +69,15 @@ local E_ALL_LEASE = 'ERR a CONCURRENCY limit of RL.ALL takes ACQUIRE id after it
 local E_REFUND_CONCURRENCY = 'ERR REFUND does not apply to a CONCURRENCY limit: give its slots back with RL.CONCURRENCY key limit lease RELEASE id'
 -- The library's own: a value the module accepts that Lua cannot compute
 -- exactly.
+-- FORCE's errors (core/src/error.rs ForceSyntax, ForcePlace, ForceTooMuch).
+local E_FORCE = {
+  syntax = 'ERR syntax error: FORCE records TOKENS n whatever the limit says; it does not go with PEEK or REFUND',
+  concurrency = 'ERR FORCE does not apply to RL.CONCURRENCY: a slot is held and released, not a cost',
+  in_all = 'ERR FORCE belongs to a limit of RL.ALL: write it right after that limit\'s parameters',
+  horizon = 'ERR FORCE cannot record this cost: the debt would take more than 366 days to repay; nothing was recorded',
+  log = 'ERR FORCE cannot record this cost: the log would hold more than twice its limit in its window; nothing was recorded',
+  sub = 'ERR FORCE cannot record this cost: a sub-window would count more than 4294967295 tokens; nothing was recorded',
+}
 local E_INEXACT_STATE = 'ERR the value at this key holds a number above 9007199254740991 (2^53 - 1), which the Functions library cannot compute exactly'
 local INF = 1 / 0
 
@@ -304,16 +313,19 @@ end
 -- A call's options: one table, reset by every call (no call runs inside
 -- another), which spares a table per call. `own` holds a command's own
 -- option (ALIGN's word, BUCKETS' k, WITHLIMITS), false when not given.
-local O = { refund = false, n = 1, peek = false, block_us = false, now = false, now_ms = false, own = false }
+-- `ro`: the call is a read-only twin's (FCALL_RO), set by `call` (a twin
+-- answers as if PEEK were given, whether or not the word is there).
+local O = { refund = false, n = 1, peek = false, block_us = false, now = false, now_ms = false, own = false, force = false, ro = false }
 
 local function default_options(now)
   local o = O
   o.refund, o.n, o.peek, o.block_us, o.now, o.now_ms, o.own = false, 1, false, false, now or false, false, false
+  o.force = false
   return o
 end
 
 -- The options after the parameters, from `from`: [TOKENS n | REFUND n]
--- [PEEK] [BLOCK duration] [NOW unix_µs]; `own(word, i, a, o)` answers how
+-- [FORCE] [PEEK] [BLOCK duration] [NOW unix_µs]; `own(word, i, a, o)` answers how
 -- many words a command's own option takes (nil: a syntax error).
 -- Returns {refund, n, peek, block_us, now, own}.
 local function options(a, from, own, syntax, now)
@@ -333,6 +345,9 @@ local function options(a, from, own, syntax, now)
     elseif W == 'PEEK' and not o.peek then
       o.peek = true
       i = i + 1
+    elseif W == 'FORCE' and not o.force then
+      o.force = true
+      i = i + 1
     elseif W == 'BLOCK' and not block_seen then
       block_seen = true
       o.block_us = seconds_as_us(a, i + 1, 'BLOCK', syntax)
@@ -347,6 +362,7 @@ local function options(a, from, own, syntax, now)
       i = i + taken
     end
   end
+  if o.force and (o.peek or o.refund or o.ro) then fail(E_FORCE.syntax) end
   return o
 end
 
@@ -364,13 +380,26 @@ end
 
 local DELETE = 'del'
 
+-- FORCE (core/src/algorithm/mod.rs forced): the ordinary take when the cost
+-- fits; else the cost recorded past the limit (alg.charge: the value, its
+-- expiry and the new state), answered limited, nothing remaining, the
+-- retry of one more token against the new state, and its reset.
+local function forced(alg, lim, state, now, cost)
+  local d, value, expire = alg.take(lim, state, now, cost)
+  if not d[1] then return d, value, expire end
+  local new_state
+  value, expire, new_state = alg.charge(lim, state, now, cost)
+  local after = alg.take(lim, new_state, now, 1)
+  return { true, after[2], 0, after[4], after[5] }, value, expire
+end
+
 ---------------------------------------------------------------------------
 -- The algorithms: each built by its need_* (which returns it) on the first
 -- call that needs it, so that the EVAL form, which builds on every call,
 -- builds only what the called function uses.
 
 local GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, BUCKETWINDOW, CELL, SLIDINGLOG, CONCURRENCY
-local bucket_window_new, cell_new, reply_secs5, log_entries, e_over_budget, score_us, apply_log_block
+local bucket_window_new, cell_new, reply_secs5, log_entries, log_forced_entries, e_over_budget, score_us, apply_log_block
 local e_zset_member, zset_open, zset_count_after, z_old_members
 
 local function check_limit_and_window(limit, window_us)
@@ -440,6 +469,13 @@ function GCRA.take(lim, tat, now, cost)
   local value
   if inc > 0 then value = dec(new_tat) end
   return { false, lim.limit, gcra_remaining(lim, new_ttl), false, new_ttl }, value, new_tat
+end
+
+function GCRA.charge(lim, tat, now, cost)
+  if tat == nil or tat < now then tat = now end
+  local new_tat = tat + lim.t * cost
+  if new_tat - now > MAX_PERIOD_US then fail(E_FORCE.horizon) end
+  return dec(new_tat), new_tat, new_tat
 end
 
 function GCRA.refund(lim, tat, now, tokens)
@@ -549,6 +585,18 @@ function TOKENBUCKET.take(lim, f, now, cost)
   return bucket_decision(lim, false, nq, nr, false), value, expire
 end
 
+-- The deficit grows past the capacity (the balance below zero).
+function TOKENBUCKET.charge(lim, f, now, cost)
+  local dq, dr = bucket_debt(lim, f, now)
+  local nq, nr = bucket_units(lim, cost)
+  if nq == nil then fail(E_FORCE.horizon) end
+  nq, nr = dq + nq, dr + nr
+  if nr >= lim.r then nr = nr - lim.r; nq = nq + 1 end
+  if nq + (nr > 0 and 1 or 0) > MAX_PERIOD_US then fail(E_FORCE.horizon) end
+  local value, expire = bucket_state(lim, now, nq, nr)
+  return value, expire, { now + nq, nr }
+end
+
 function TOKENBUCKET.refund(lim, f, now, tokens)
   local alg = lim.alg
   if f == nil then return refunded(alg, lim, nil, now), nil end
@@ -590,6 +638,7 @@ function LEAKYBUCKET.take(lim, f, now, cost)
 end
 
 LEAKYBUCKET.refund = TOKENBUCKET.refund
+LEAKYBUCKET.charge = TOKENBUCKET.charge
 return TOKENBUCKET
 end
 
@@ -710,19 +759,38 @@ end
 function FIXEDWINDOW.decode(lim, inner)
   local first = byte(inner, 1) == 70 -- F
   if first then inner = sub(inner, 2) end
+  -- A count in debt (FORCE's) ends with :D.
+  local debt = byte(inner, -1) == 68 -- D
+  if debt then
+    if byte(inner, -2) ~= 58 then return nil end -- :
+    inner = sub(inner, 1, -3)
+  end
   local colon = find(inner, ':', 1, true)
   if colon == nil then return nil end
   local start, count = parse_decimal(sub(inner, 1, colon - 1)), parse_decimal(sub(inner, colon + 1))
   if start == nil or count == nil then return nil end
   -- A huge count refuses every take (INF); a refund of it is refused.
-  return { start or INF, count or INF, first }
+  return { start or INF, count or INF, first, debt }
 end
 
 function FIXEDWINDOW.latest(s)
   return s[1]
 end
 
--- The window counted at now: its start, count and end.
+-- What a stored count in debt still owes in the window starting at
+-- `start`: each window since repaid `limit` (fixed_window.rs carried).
+local function fixed_carried(lim, s, start)
+  if not s[4] or s[2] <= lim.limit then return 0 end
+  local windows = 1
+  if start - s[1] >= lim.w then windows = floor_div(start - s[1], lim.w) end
+  local c = s[2] - windows * lim.limit
+  if c < 0 then c = 0 end
+  return c
+end
+
+-- The window counted at now: its start, count and end (with a stored
+-- debt's carried in: only a state in debt, s[4], carries; never across
+-- calendar windows).
 local function fixed_counted(lim, s, now)
   if s and s[3] ~= lim.first then
     local stored = s[3] and 'FIRST' or 'EPOCH'
@@ -741,13 +809,37 @@ local function fixed_counted(lim, s, now)
   if not lim.first then
     local start = now - fmod(now, lim.w)
     if s and s[1] == start then return start, s[2], start + lim.w end
+    if s and s[4] then return start, fixed_carried(lim, s, start), start + lim.w end
     return start, 0, start + lim.w
   end
   if s and now < s[1] + lim.w then return s[1], s[2], s[1] + lim.w end
+  if s and s[4] then
+    local chain = s[1] + floor_div(now - s[1], lim.w) * lim.w
+    local debt = fixed_carried(lim, s, chain)
+    if debt > 0 then return chain, debt, chain + lim.w end
+  end
   return now, 0, now + lim.w
 end
 
-local function fixed_value(lim, start, count)
+-- When `count` in the window starting at `start` is repaid: that window's
+-- end, or in debt a later one's (capped past the horizon).
+local function fixed_repaid_at(lim, start, count, debt)
+  local windows = 1
+  if debt then
+    local most = floor_div(MAX_PERIOD_US, lim.w) + 2
+    if count >= TWO53 then
+      windows = most
+    else
+      windows = ceil_div(count, lim.limit)
+      if windows > most then windows = most end
+      if windows < 1 then windows = 1 end
+    end
+  end
+  return start + windows * lim.w
+end
+
+local function fixed_value(lim, start, count, debt)
+  if debt then return format(lim.first and 'F%d:%d:D' or '%d:%d:D', start, count) end
   return format(lim.first and 'F%d:%d' or '%d:%d', start, count)
 end
 
@@ -760,24 +852,44 @@ end
 
 function FIXEDWINDOW.take(lim, s, now, cost)
   local start, count, finish = fixed_counted(lim, s, now)
+  if s and s[4] and count > lim.limit then
+    -- In debt (fixed_window.rs decide_in_debt): refused, the retry in the
+    -- first window whose carried count leaves room.
+    local retry = false
+    if cost <= lim.limit then retry = fixed_repaid_at(lim, start, count - lim.limit + cost, true) - now end
+    return { true, lim.limit, 0, retry, fixed_repaid_at(lim, start, count, true) - now }
+  end
   local to_end = finish - now
   if cost > lim.limit then return fixed_decision(lim, true, count, false, to_end) end
   local new_count = count + cost
   if new_count > lim.limit then return fixed_decision(lim, true, count, to_end, to_end) end
   local value
-  if cost > 0 then value = fixed_value(lim, start, new_count) end
+  if cost > 0 then value = fixed_value(lim, start, new_count, false) end
   return fixed_decision(lim, false, new_count, false, to_end), value, finish
+end
+
+-- The count past the limit (FORCE), carried into the next windows.
+function FIXEDWINDOW.charge(lim, s, now, cost)
+  local start, count, finish = fixed_counted(lim, s, now)
+  local new_count = count + cost
+  if new_count >= TWO53 then fail(E_FORCE.horizon) end
+  -- A calendar window's count past the limit lasts to its end.
+  local debt = new_count > lim.limit and not lim.unit
+  local expire = debt and fixed_repaid_at(lim, start, new_count, true) or finish
+  if expire - now > MAX_PERIOD_US then fail(E_FORCE.horizon) end
+  return fixed_value(lim, start, new_count, debt), expire, { start, new_count, lim.first, debt }
 end
 
 function FIXEDWINDOW.refund(lim, s, now, tokens)
   if s == nil then return refunded(FIXEDWINDOW, lim, nil, now), nil end
   local start, count, finish = fixed_counted(lim, s, now)
-  if start ~= s[1] then count = 0 end
+  local debt = s[4] and count > lim.limit
   local new_count = count - tokens
   if new_count <= 0 then return refunded(FIXEDWINDOW, lim, nil, now), DELETE end
   if new_count >= TWO53 then fail(E_INEXACT_STATE) end
-  local ns = { s[1], new_count, s[3] }
-  return refunded(FIXEDWINDOW, lim, ns, now), fixed_value(lim, s[1], new_count), finish
+  debt = debt and new_count > lim.limit
+  local ns = { start, new_count, s[3], debt }
+  return refunded(FIXEDWINDOW, lim, ns, now), fixed_value(lim, start, new_count, debt), debt and fixed_repaid_at(lim, start, new_count, true) or finish
 end
 return FIXEDWINDOW
 end
@@ -889,6 +1001,13 @@ function SLIDINGWINDOW.take(lim, s, now, cost)
     retry = (start + w - now) + e
   end
   return { true, limit, remaining, retry, reset }
+end
+
+function SLIDINGWINDOW.charge(lim, s, now, cost)
+  local start, _, previous, current = sliding_view(lim, s, now)
+  current = current + cost
+  if current >= TWO53 then fail(E_OVERFLOW) end
+  return format('%d:%d:%d', start, previous, current), start + 2 * lim.w, { start, previous, current }
 end
 
 function SLIDINGWINDOW.refund(lim, s, now, tokens)
@@ -1079,6 +1198,15 @@ function BUCKETWINDOW.take(lim, s, now, cost)
     end
   end
   return bucket_window_decision(lim, true, counted, retry, empty, now)
+end
+
+function BUCKETWINDOW.charge(lim, s, now, cost)
+  local current, view = bucket_view(lim, s, now)
+  local c = view[1] + cost
+  if c > 4294967295 then fail(E_FORCE.sub) end
+  view[1] = c
+  local value = bucket_encode(lim, current, view)
+  return value, bucket_empty_at(lim, current, view), BUCKETWINDOW.decode(lim, value)
 end
 
 function BUCKETWINDOW.refund(lim, s, now, tokens)
@@ -1314,7 +1442,12 @@ local function plan_string(key, alg, lim, at)
   local cap = now + (alg.horizon or MAX_PERIOD_US)
   local in_force = block_end and block_end > now and block_end or nil
   if not at.refund then
-    local d, value, expire = alg.take(lim, state, now, at.n)
+    local d, value, expire
+    if at.force then
+      d, value, expire = forced(alg, lim, state, now, at.n)
+    else
+      d, value, expire = alg.take(lim, state, now, at.n)
+    end
     if in_force then d = blocked_decision(d, in_force, now) end
     if not d[1] then
       if value then
@@ -1322,6 +1455,22 @@ local function plan_string(key, alg, lim, at)
         return d, value, ceil_ms(expire)
       end
       return d
+    end
+    if at.force then
+      -- Recorded past the limit or during a block (plan.rs): behind the
+      -- block BLOCK starts or extends, or the one in force.
+      if expire > cap then expire = cap end
+      local until_ = in_force
+      if at.block_us and d[4] then
+        until_ = now + at.block_us
+        if in_force and in_force > until_ then until_ = in_force end
+        d = blocked_decision(d, until_, now)
+      end
+      if until_ then
+        if until_ > expire then expire = until_ end
+        return d, 'B' .. dec(until_) .. ';' .. value, ceil_ms(expire)
+      end
+      return d, value, ceil_ms(expire)
     end
     if at.block_us and stored and d[4] then
       local new_until = now + at.block_us
@@ -1413,6 +1562,14 @@ function log_entries(lim, tokens)
   if tokens > lim.limit then return lim.limit + lim.limit end
   if tokens < 0 then return lim.limit end
   return lim.limit + tokens
+end
+
+-- A forced call's entries (sliding_log.rs forced_call_entries): a log in
+-- debt holds up to twice its limit in its window.
+function log_forced_entries(lim, tokens)
+  local most = 2 * lim.limit
+  if tokens > most then return most + most end
+  return most + tokens
 end
 
 -- A score as the module reads it (`as i64`: toward zero).
@@ -1636,6 +1793,33 @@ function SLIDINGLOG.take(lim, z, now, cost)
   return { false, lim.limit, lim.limit - live - cost, false, reset }, upd
 end
 
+-- FORCE (sliding_log.rs force): the entries logged past the limit, at
+-- most twice the limit in the window.
+function SLIDINGLOG.force(lim, z, now, cost)
+  local d, upd = SLIDINGLOG.take(lim, z, now, cost)
+  if not d[1] then return d, upd end
+  local newest = z and z.newest
+  local t = now
+  if newest and newest > now then t = newest end
+  local cutoff = t - lim.w
+  local most = 2 * lim.limit
+  local live = zset_count_after(LOG_SET, z, cutoff, most + 1, cost + STALE_REMOVED_PER_CALL)
+  if cost > most - live then fail(E_FORCE.log) end
+  local expire = t + lim.w
+  local k = lim.limit - 1
+  local retry
+  if k < cost then
+    retry = t + lim.w - now
+  else
+    retry = 0
+    local ts = log_nth_newest(z, k - cost)
+    if ts then retry = ts + lim.w - now end
+  end
+  if retry < 1 then retry = 1 end
+  upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
+  return { true, lim.limit, 0, retry, expire - now }, upd
+end
+
 -- A refund: the decision, and (remove_newest, delete, expire_us).
 function SLIDINGLOG.refund(lim, z, now, tokens)
   local newest = z and z.newest
@@ -1671,9 +1855,25 @@ function SLIDINGLOG.plan(key, lim, at)
   local d, write = nil, nil
   if not at.refund then
     local upd
-    d, upd = SLIDINGLOG.take(lim, z, now, at.n)
+    if at.force then
+      d, upd = SLIDINGLOG.force(lim, z, now, at.n)
+    else
+      d, upd = SLIDINGLOG.take(lim, z, now, at.n)
+    end
     if in_force then d = blocked_decision(d, in_force, now) end
-    if not d[1] then
+    local until_
+    if d[1] and at.force then
+      -- Recorded past the limit or during a block: behind its block.
+      until_ = in_force
+      if at.block_us and d[4] then
+        until_ = now + at.block_us
+        if in_force and in_force > until_ then until_ = in_force end
+        d = blocked_decision(d, until_, now)
+      end
+      if until_ and until_ > upd.expire then upd.expire = until_ end
+      upd.block_end = until_
+    end
+    if not d[1] or at.force then
       if upd then
         upd.log = 'take'
         upd.next = z and z.member and z.member + 1 or 0
@@ -1731,6 +1931,8 @@ function SLIDINGLOG.apply(key, w)
       end
     end
     rcall('PEXPIREAT', key, dec(ceil_ms(w.expire)))
+    -- FORCE's block (a new or extended one) beside the entries.
+    if w.block_end then rcall('ZADD', key, dec(w.block_end), 'B') end
   elseif w.log == 'block' then
     apply_log_block(key, w)
   elseif w.delete then
@@ -2023,7 +2225,7 @@ end
 local function run_one(key, lim, o, ro, secs)
   local alg = lim.alg
   if alg == SLIDINGLOG or alg == CONCURRENCY then
-    local entries = log_entries(lim, o.n)
+    local entries = o.force and log_forced_entries(lim, o.n) or log_entries(lim, o.n)
     if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
   end
   if ro then o.peek = true end
@@ -2914,6 +3116,7 @@ return function(keys, args, ro, at_now)
   local o
   if op == 'ACQUIRE' then
     o = options_or_default(args, count, 5, now, nil, E_LEASE_SYNTAX)
+    if o.force then fail(E_FORCE.concurrency) end
     if o.refund then fail(E_LEASE_SYNTAX) end
   else
     -- Only PEEK (and the library's NOW), each at most once.
@@ -2957,7 +3160,7 @@ return function(keys, args, ro, at_now)
 end, not eval_form and need_fast(call).cell(cell_lookup)
 end
 
--- RL.ALL numkeys key… limit… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
+-- RL.ALL numkeys key… limit [FORCE]… [TOKENS n | REFUND n] [PEEK] [BLOCK d]
 -- [WITHLIMITS] (src/command/all.rs, src/command/decide/mod.rs all); FCALL's
 -- numkeys and keys stand for the command's.
 -- Each kind: what builds its algorithm (false: refused), its parameter
@@ -2980,11 +3183,15 @@ end
 
 -- The sliding-log entries a call may touch, against the module's
 -- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
-local function check_budget(lims, n)
+local function check_budget(lims, n, forced)
   local entries = 0
   for i = 1, #lims do
     local alg = lims[i].alg
-    if alg == SLIDINGLOG or alg == CONCURRENCY then entries = entries + log_entries(lims[i], n) end
+    if alg == SLIDINGLOG and forced and forced[i] then
+      entries = entries + log_forced_entries(lims[i], n)
+    elseif alg == SLIDINGLOG or alg == CONCURRENCY then
+      entries = entries + log_entries(lims[i], n)
+    end
   end
   if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
 end
@@ -2998,7 +3205,7 @@ local KINDS = {
   SLIDINGLOG = { need_slidinglog, 2, limit_cache() },
   CONCURRENCY = { need_concurrency, 2, limit_cache() },
 }
-local OPTION_WORDS = { TOKENS = true, REFUND = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
+local OPTION_WORDS = { TOKENS = true, REFUND = true, FORCE = true, PEEK = true, BLOCK = true, WITHLIMITS = true }
 
 local E_ZONE_SECONDS = 'ERR syntax error: TZ takes a calendar window (DAY, WEEK, MONTH or YEAR), not one in seconds'
 
@@ -3053,6 +3260,9 @@ return function(keys, args, ro, at_now)
   end
   local lims = {}
   local concurrency = false
+  -- FORCE after a limit (src/command/all.rs force): that limit's, kept
+  -- apart from the cached limits (nil: none forced).
+  local forced
   local at = 2 + n
   for i = 1, n do
     if at > count then fail(E_LIMITCOUNT) end
@@ -3079,6 +3289,13 @@ return function(keys, args, ro, at_now)
         at = at + 2
         concurrency = true
       end
+      local w = a[at]
+      if w and #w == 5 and upper(w) == 'FORCE' then
+        if alg == CONCURRENCY then fail(E_FORCE.concurrency) end
+        forced = forced or {}
+        forced[i] = true
+        at = at + 1
+      end
     elseif W == 'POLICY' then
       if a[at + 1] == nil then fail(E_LIMITCOUNT) end
       fail(E_POLICY)
@@ -3096,19 +3313,31 @@ return function(keys, args, ro, at_now)
   end
   local o = options(a, at, withlimits_option, nil, now)
   local with_limits = o.own
+  if o.force then fail(E_FORCE.in_all) end
+  if forced and (o.peek or o.refund or ro) then fail(E_FORCE.syntax) end
   if concurrency and o.refund then fail(E_REFUND_CONCURRENCY) end
-  check_budget(lims, o.n)
+  check_budget(lims, o.n, forced)
   if ro then o.peek = true end
   clock(o)
   local writes, expires, ds = {}, {}, {}
   for i = 1, n do
+    if forced then o.force = forced[i] or false end
     ds[i], writes[i], expires[i] = plan_key(keys[i], lims[i], o)
   end
+  o.force = false
   local position, d = binding(ds)
   if not o.peek then
-    local allowed = not d[1]
+    -- A forced limit always writes; the others take when none of them
+    -- refuses (src/command/decide/mod.rs all).
+    local others_allow = not d[1]
+    if not others_allow and forced then
+      others_allow = true
+      for i = 1, n do
+        if not forced[i] and ds[i][1] then others_allow = false end
+      end
+    end
     for i = 1, n do
-      if writes[i] ~= nil and (allowed or ds[i][1]) then apply(keys[i], lims[i], writes[i], expires[i]) end
+      if writes[i] ~= nil and (others_allow or ds[i][1] or (forced and forced[i])) then apply(keys[i], lims[i], writes[i], expires[i]) end
     end
   end
   local reply = { d[1], d[2], d[3], d[4], d[5] }
@@ -3155,6 +3384,7 @@ local function call(fname, keys, args, ro, now)
   if command == nil then
     return redis.error_reply('ERR unknown function: the first argument of the EVAL form names one (rl_gcra, …)')
   end
+  O.ro = ro
   local ok, result = pcall(command, keys, args, ro, now)
   if ok then return result end
   -- A failure raised by `fail` (Redis 7.0's pcall hands back the text of

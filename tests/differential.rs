@@ -12,7 +12,7 @@
 //!   written by the module are decided by the library and the reverse.
 //!
 //! The calls cover every command the library offers and every option:
-//! `TOKENS`, `REFUND`, `PEEK`, `BLOCK`, `ALIGN FIRST`/`EPOCH`, `BUCKETS k`,
+//! `TOKENS`, `REFUND`, `FORCE` (debts included), `PEEK`, `BLOCK`, `ALIGN FIRST`/`EPOCH`, `BUCKETS k`,
 //! calendar windows (`DAY` … `YEAR`, `TZ` UTC or a fixed offset),
 //! `RL.ALL` with 1 to 65 keys, mixes of limit types and `WITHLIMITS`; bad
 //! arguments too (bad numbers, floats as `strtod` reads them, junk and
@@ -602,6 +602,11 @@ fn options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>, junk: bool, bu
         call.peek = true;
         groups.push(vec![random_case(rng, "PEEK")]);
     }
+    // FORCE, debts included (RL.ALL's is drawn per limit, in gen_all; here
+    // a misplaced one).
+    if rng.chance(if call.cmd == Cmd::All { 1 } else { 14 }) {
+        groups.push(vec![random_case(rng, "FORCE")]);
+    }
     if rng.chance(10) {
         call.block = true;
         let d = if rng.chance(90) {
@@ -849,6 +854,9 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
         });
         head.push(random_case(rng, kind.all_keyword()));
         head.extend(params);
+        if rng.chance(12) {
+            head.push(random_case(rng, "FORCE"));
+        }
     }
     if numkeys >= 2 && rng.chance(3) {
         // The same key twice.
@@ -926,6 +934,12 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
         options(rng, &mut call, None, junk, pool.buckets);
         call.above_2_53 |= call.tail.iter().any(|w| w.len() >= 16);
         call.now_among_options = !junk && !malformed && numkeys > 0 && rng.chance(15);
+        // A FORCE first among the options reads, to the module, as the last
+        // limit's: the library's NOW must not come between them.
+        call.now_among_options &= !call
+            .tail
+            .first()
+            .is_some_and(|w| w.eq_ignore_ascii_case("FORCE"));
         // The twin with PEEK dropped has one argument fewer: not for a call
         // whose arity is in question.
         call.drop_peek &= numkeys > 0 && !malformed;

@@ -545,7 +545,7 @@ fn keyword(rng: &mut Rng, word: &str) -> Vec<u8> {
     }
 }
 
-const OPTION_WORDS: [&str; 4] = ["TOKENS", "REFUND", "PEEK", "BLOCK"];
+const OPTION_WORDS: [&str; 5] = ["TOKENS", "REFUND", "PEEK", "BLOCK", "FORCE"];
 
 /// Words that are almost options.
 const NEAR_OPTIONS: &[&[u8]] = &[
@@ -618,7 +618,8 @@ fn option(rng: &mut Rng, which: usize) -> Vec<Vec<u8>> {
         0 => vec![keyword(rng, "TOKENS"), count_value(rng)],
         1 => vec![keyword(rng, "REFUND"), count_value(rng)],
         2 => vec![keyword(rng, "PEEK")],
-        _ => vec![keyword(rng, "BLOCK"), block_value(rng)],
+        3 => vec![keyword(rng, "BLOCK"), block_value(rng)],
+        _ => vec![keyword(rng, "FORCE")],
     }
 }
 
@@ -640,6 +641,9 @@ fn options(rng: &mut Rng, block: bool) -> Vec<Vec<u8>> {
             }
             if block && rng.below(3) == 0 {
                 items.push(option(rng, 3));
+            }
+            if rng.below(6) == 0 {
+                items.push(option(rng, 4));
             }
         }
         85..=94 => {
@@ -909,6 +913,9 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
                     limit.extend(valid_params(rng, c));
                 } else {
                     limit.extend(limit_params(rng, c, 10));
+                }
+                if rng.below(8) == 0 {
+                    limit.push(keyword(rng, "FORCE"));
                 }
                 let k = if n > 8 {
                     format!("wide:{c}:{i}").into_bytes()
@@ -1469,6 +1476,10 @@ struct May {
     block: bool,
     /// A `SHADOW` policy: an allowed call may have written nothing.
     shadow: bool,
+    /// `FORCE` (this limit's, or in `RL.ALL` another's): a limited call
+    /// may have written (its cost past the limit, or the other limits'
+    /// tokens), with an expiry.
+    force: bool,
 }
 
 /// Checks one key of a call that did not err; returns whether a limited
@@ -1496,6 +1507,17 @@ fn check_key(
     }
     if limited {
         if !changed {
+            return Ok(false);
+        }
+        if may.force {
+            // Written past the limit (or, in RL.ALL, another limit's take):
+            // with an expiry (a short one may have passed already).
+            if exists(after) && !has_expiry(after) {
+                return Err(format!(
+                    "a forced call left its key without expiry: {}",
+                    what()
+                ));
+            }
             return Ok(false);
         }
         if !may.block {
@@ -1543,6 +1565,12 @@ fn read_options(words: &[Vec<u8>], variant: Option<&str>) -> Result<May, String>
             }
             block = true;
             i += 2;
+        } else if w.eq_ignore_ascii_case(b"FORCE") {
+            if may.force {
+                return Err("accepted FORCE twice".into());
+            }
+            may.force = true;
+            i += 1;
         } else if variant.is_some_and(|v| w.eq_ignore_ascii_case(v.as_bytes())) {
             if varied || !has_value {
                 return Err(format!(
@@ -1559,6 +1587,9 @@ fn read_options(words: &[Vec<u8>], variant: Option<&str>) -> Result<May, String>
         }
     }
     may.block = block;
+    if may.force && (may.peek || may.refund) {
+        return Err("accepted FORCE with PEEK or REFUND".into());
+    }
     Ok(may)
 }
 
@@ -1782,6 +1813,7 @@ fn check_all(cx: &Checked) -> Result<Seen, String> {
     // The limits, as the module must have read them: (shadow, block) per key.
     let known = policies(cx.before.policies)?;
     let mut modes: Vec<(bool, bool)> = Vec::with_capacity(numkeys);
+    let mut forced = false;
     let mut at = 2 + numkeys;
     for _ in 0..numkeys {
         let word = args.get(at).ok_or("accepted too few limits")?;
@@ -1810,8 +1842,21 @@ fn check_all(cx: &Checked) -> Result<Seen, String> {
             modes.push((false, false));
         }
         at += 1 + params;
+        if args
+            .get(at)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"FORCE"))
+        {
+            forced = true;
+            at += 1;
+        }
     }
     let options = read_options(args.get(at..).unwrap_or(&[]), None)?;
+    if options.force {
+        return Err("RL.ALL accepted FORCE among its options".into());
+    }
+    if forced && (options.peek || options.refund) {
+        return Err("RL.ALL accepted a forced limit with PEEK or REFUND".into());
+    }
     conventions(&r[..5], false)?;
     let (limited, position) = (r[0] == 1, r[5]);
     if !(1..=numkeys as i64).contains(&position) {
@@ -1832,6 +1877,7 @@ fn check_all(cx: &Checked) -> Result<Seen, String> {
         let may = May {
             block: options.block || block,
             shadow,
+            force: forced,
             ..options
         };
         let (b, a) = cx.pairs(k);

@@ -9,7 +9,8 @@ use std::time::Duration;
 use common::{aof_contents, call, query, snapshot, wait_for_sync, Server};
 
 /// A mixed workload over several keys: allowed and limited calls, costs,
-/// and all three commands. Long periods keep the keys alive for the test.
+/// forced costs past the limit (debts, some under a block), and all the
+/// commands. Long periods keep the keys alive for the test.
 fn workload(con: &mut redis::Connection) -> Vec<String> {
     let mut keys = Vec::new();
     for i in 0..30 {
@@ -30,6 +31,49 @@ fn workload(con: &mut redis::Connection) -> Vec<String> {
                 con,
                 &["RL.LEAKYBUCKET", &q, "5", "3", "600", "TOKENS", &cost],
             );
+        }
+        // FORCE past the limit (debts), under a BLOCK now and then, and
+        // one forced limit of RL.ALL beside one that is not.
+        if i % 3 == 0 {
+            let block: &[&str] = if i % 2 == 0 { &["BLOCK", "900"] } else { &[] };
+            for (cmd, key, params) in [
+                ("RL.GCRA", &g, &["4", "3", "600"][..]),
+                ("RL.TOKENBUCKET", &t, &["6", "7", "900.5"]),
+                ("RL.FIXEDWINDOW", &f, &["5", "3600"]),
+                ("RL.SLIDINGWINDOW", &s, &["5", "600"]),
+                ("RL.SLIDINGLOG", &l, &["5", "600"]),
+                ("RL.LEAKYBUCKET", &q, &["5", "3", "600"]),
+            ] {
+                let mut args = vec![cmd, key.as_str()];
+                args.extend(params);
+                // A log holds at most twice its limit in its window.
+                let cost = if cmd == "RL.SLIDINGLOG" { "3" } else { "7" };
+                args.extend(["TOKENS", cost, "FORCE"]);
+                args.extend(block);
+                call(con, &args);
+            }
+            let (fa, fb) = (format!("{{all:{i}}}:a"), format!("{{all:{i}}}:b"));
+            let _: Vec<i64> = query(
+                con,
+                &[
+                    "RL.ALL",
+                    "2",
+                    &fa,
+                    &fb,
+                    "GCRA",
+                    "2",
+                    "1",
+                    "600",
+                    "FORCE",
+                    "FIXEDWINDOW",
+                    "10",
+                    "3600",
+                    "TOKENS",
+                    "5",
+                ],
+            )
+            .unwrap();
+            keys.extend([fa, fb]);
         }
         keys.extend([g, t, c, f, s, l, q]);
     }

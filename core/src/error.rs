@@ -95,6 +95,21 @@ pub enum Error {
     #[error("ERR syntax error: expected [TOKENS n | REFUND n] [PEEK] [BLOCK duration] {own} after the parameters")]
     WindowSyntax { own: &'static str },
 
+    /// `FORCE` with `PEEK` or `REFUND`: it records a cost, which neither
+    /// does.
+    #[error("ERR syntax error: FORCE records TOKENS n whatever the limit says; it does not go with PEEK or REFUND")]
+    ForceSyntax,
+
+    /// `FORCE` where it has no meaning: `RL.CONCURRENCY` (a slot is not a
+    /// cost), or among `RL.ALL`'s options (it belongs to a limit).
+    #[error("ERR FORCE {why}")]
+    ForcePlace { why: &'static str },
+
+    /// A `FORCE` that would put the limiter further in debt than its state
+    /// can hold (`why` says which bound); nothing is recorded.
+    #[error("ERR FORCE cannot record this cost: {why}; nothing was recorded")]
+    ForceTooMuch { why: &'static str },
+
     /// `TZ zone` after a window in seconds (a zone applies to a calendar
     /// window only).
     #[error("ERR syntax error: TZ takes a calendar window (DAY, WEEK, MONTH or YEAR), not one in seconds")]
@@ -207,6 +222,21 @@ pub enum Error {
     Internal { what: &'static str },
 }
 
+/// [`Error::ForceTooMuch`]: the debt would outlast the bound every key keeps
+/// ([`crate::time::MAX_PERIOD_US`]).
+pub const FORCE_PAST_HORIZON: &str = "the debt would take more than 366 days to repay";
+/// [`Error::ForceTooMuch`]: a sliding log holds at most twice its limit in
+/// its window (its members' range and its call budget).
+pub const FORCE_LOG_FULL: &str = "the log would hold more than twice its limit in its window";
+/// [`Error::ForceTooMuch`]: a bucketed sliding window's sub-window counts are
+/// 32-bit.
+pub const FORCE_SUB_WINDOW: &str = "a sub-window would count more than 4294967295 tokens";
+/// [`Error::ForcePlace`] of `RL.CONCURRENCY`.
+pub const FORCE_CONCURRENCY: &str =
+    "does not apply to RL.CONCURRENCY: a slot is held and released, not a cost";
+/// [`Error::ForcePlace`] among `RL.ALL`'s options.
+pub const FORCE_IN_ALL: &str =
+    "belongs to a limit of RL.ALL: write it right after that limit's parameters";
 /// [`Error::ForeignState`]: a time in the state lies beyond the horizon of
 /// every time the module writes ([`crate::time::STATE_HORIZON_US`]).
 pub const NOT_OURS_AHEAD: &str = "a time more than 366 days after the server clock";

@@ -9,7 +9,7 @@
 //! SLIDINGWINDOW limit window
 //! SLIDINGLOG    limit window
 //! CONCURRENCY   limit lease            (then ACQUIRE id | RENEW id | RELEASE id)
-//! options:      [TOKENS n | REFUND n] [PEEK] [BLOCK duration]
+//! options:      [TOKENS n | REFUND n] [FORCE] [PEEK] [BLOCK duration]
 //! ```
 //!
 //! Periods and windows are seconds (fractional allowed), converted to whole
@@ -177,11 +177,9 @@ impl<'a, W: Word<'a>> Args<'a, W> {
         seconds_to_us(secs).ok_or(Error::BadPeriod { arg: name })
     }
 
-    /// The options that may follow the parameters at `from`, in any order,
-    /// each at most once: `[TOKENS n | REFUND n] [PEEK] [BLOCK duration]`.
-    /// `TOKENS n` (default 1) is the cost of the request and `REFUND n` the
-    /// tokens given back, integers ≥ 1; `BLOCK` takes seconds, parsed like
-    /// periods. Anything else is [`Error::Syntax`].
+    /// The options after the parameters at `from`, any order, each once:
+    /// `[TOKENS n | REFUND n] [FORCE] [PEEK] [BLOCK duration]` (FORCE with
+    /// PEEK or REFUND: [`Error::ForceSyntax`]); else [`Error::Syntax`].
     pub fn options(&self, from: usize) -> Result<Options> {
         self.options_with(from, |_, _| Ok(None))
     }
@@ -213,6 +211,9 @@ impl<'a, W: Word<'a>> Args<'a, W> {
             } else if is_keyword(word, b"PEEK") && !options.peek {
                 options.peek = true;
                 i += 1;
+            } else if is_keyword(word, b"FORCE") && !options.force {
+                options.force = true;
+                i += 1;
             } else if is_keyword(word, b"BLOCK") && !block_seen {
                 block_seen = true;
                 options.block_us = Some(self.seconds_as_us(i + 1, "BLOCK")?);
@@ -223,6 +224,9 @@ impl<'a, W: Word<'a>> Args<'a, W> {
                     _ => return Err(Error::Syntax),
                 }
             }
+        }
+        if options.force && (options.peek || matches!(options.op, Op::Refund(_))) {
+            return Err(Error::ForceSyntax);
         }
         Ok(options)
     }
@@ -260,6 +264,10 @@ pub struct Modes {
     /// policy's algorithm changed, `RL.POLICY SET … RESET`) reads as no key,
     /// and a write replaces it.
     pub policy: bool,
+    /// `FORCE`: the call's, not a policy's (a single command's option, or
+    /// written after one limit of `RL.ALL`): record the cost whatever the
+    /// limit says ([`crate::algorithm::forced`]).
+    pub force: bool,
 }
 
 /// How `SOFT` scales a parameter of a limit.

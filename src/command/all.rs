@@ -1,4 +1,4 @@
-//! `RL.ALL numkeys key [key ...] limit [limit ...] [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [WITHLIMITS]`
+//! `RL.ALL numkeys key [key ...] limit [FORCE] [limit [FORCE] ...] [TOKENS n | REFUND n] [PEEK] [BLOCK duration] [WITHLIMITS]`
 //!
 //! Several limits in one atomic decision: `numkeys` (1 to 64) keys, then one
 //! limit per key, in order —
@@ -12,6 +12,14 @@
 //! of each refusing limit). The reply is the binding limit's five integers
 //! and its 1-based position (see [`super::decide::all`]); with `WITHLIMITS`,
 //! followed by every limit's own five integers, in order.
+//!
+//! `FORCE` right after a limit (not `CONCURRENCY`'s) records that limit's
+//! cost whatever the call decides ([`crate::algorithm::forced`]): past its
+//! limit too, in debt. The other limits stay all-or-nothing among
+//! themselves: they take their tokens unless one of them refuses. The
+//! reply's `limited` is 1 when any limit refused or went past its limit,
+//! the binding limit chosen as always. `FORCE` with `PEEK` or `REFUND` is a
+//! syntax error.
 //!
 //! The keys are declared by a `numkeys` key spec, as `EVAL` and `ZUNION`
 //! declare theirs: Redis Cluster routes the call and refuses keys of
@@ -95,6 +103,8 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let mut at = 2 + numkeys;
     // A CONCURRENCY limit among them (no REFUND then).
     let mut concurrency = false;
+    // A FORCE limit among them (no PEEK nor REFUND then).
+    let mut forced = false;
     for i in 0..numkeys {
         if at >= args.len() {
             return Err(Error::LimitCount);
@@ -109,7 +119,13 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             at += 1 + taken;
             let lease = acquire(args, &limit, &mut at)?;
             concurrency |= lease.is_some();
-            limits.push((key, limit, decide::Modes::default(), lease));
+            let force = force(args, &limit, &mut at)?;
+            forced |= force;
+            let modes = decide::Modes {
+                force,
+                ..decide::Modes::default()
+            };
+            limits.push((key, limit, modes, lease));
         } else if is_keyword(word, b"POLICY") {
             let (found, rule) = policy::find(args.bytes(at + 1).map_err(|_| Error::LimitCount)?)?;
             if matches!(rule.limit, Limit::LeakyBucket(_)) {
@@ -118,7 +134,13 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             at += 2;
             let lease = acquire(args, &rule.limit, &mut at)?;
             concurrency |= lease.is_some();
-            limits.push((key, rule.limit, rule.modes, lease));
+            let force = force(args, &rule.limit, &mut at)?;
+            forced |= force;
+            let modes = decide::Modes {
+                force,
+                ..rule.modes
+            };
+            limits.push((key, rule.limit, modes, lease));
             policies
                 .get_or_insert_with(decide::Few::new)
                 .push((i, found));
@@ -141,6 +163,14 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
         }
         Err(misplaced_zone(word, Error::Syntax))
     })?;
+    if options.force {
+        return Err(Error::ForcePlace {
+            why: crate::error::FORCE_IN_ALL,
+        });
+    }
+    if forced && (options.peek || matches!(options.op, decide::Op::Refund(_))) {
+        return Err(Error::ForceSyntax);
+    }
     if concurrency && matches!(options.op, decide::Op::Refund(_)) {
         return Err(Error::RefundConcurrency);
     }
@@ -187,6 +217,21 @@ fn acquire<'a>(
     }))
 }
 
+/// `FORCE` at `*at` (moved past it): whether the limit before it is
+/// forced. A `CONCURRENCY` limit refuses it.
+fn force(args: &Args, limit: &Limit, at: &mut usize) -> Result<bool> {
+    if *at >= args.len() || !is_keyword(args.bytes(*at)?, b"FORCE") {
+        return Ok(false);
+    }
+    if matches!(limit, Limit::Concurrency(_)) {
+        return Err(Error::ForcePlace {
+            why: crate::error::FORCE_CONCURRENCY,
+        });
+    }
+    *at += 1;
+    Ok(true)
+}
+
 /// [`Error::DuplicateKey`] unless the `numkeys` keys (from argument 2) are
 /// distinct. Two keys are compared by the server (`RedisModule_StringCompare`,
 /// ~90 instructions: less than reading both keys' bytes and comparing them
@@ -228,7 +273,14 @@ fn numkeys(args: &Args) -> Result<i64> {
 }
 
 fn is_option(word: &[u8]) -> bool {
-    [&b"TOKENS"[..], b"REFUND", b"PEEK", b"BLOCK", b"WITHLIMITS"]
-        .iter()
-        .any(|o| is_keyword(word, o))
+    [
+        &b"TOKENS"[..],
+        b"REFUND",
+        b"FORCE",
+        b"PEEK",
+        b"BLOCK",
+        b"WITHLIMITS",
+    ]
+    .iter()
+    .any(|o| is_keyword(word, o))
 }

@@ -92,6 +92,11 @@ pub fn parse_lease<'a>(args: &Args<'a>, at: usize, block: bool) -> Result<(Lease
             Error::Syntax => Error::LeaseSyntax,
             e => e,
         })?;
+        if options.force {
+            return Err(Error::ForcePlace {
+                why: crate::error::FORCE_CONCURRENCY,
+            });
+        }
         if matches!(options.op, Op::Refund(_)) || (!block && options.block_us.is_some()) {
             return Err(Error::LeaseSyntax);
         }

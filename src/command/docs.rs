@@ -25,6 +25,8 @@ pub const KEY: ArgDoc = arg(c"key", ArgType::Key);
 pub const TOKENS: ArgDoc = option(c"n", ArgType::Integer, c"TOKENS");
 /// `[REFUND n]`, tokens given back.
 pub const REFUND: ArgDoc = option(c"refund", ArgType::Integer, c"REFUND");
+/// `[FORCE]`: record the cost whatever the limit says.
+pub const FORCE: ArgDoc = option(c"force", ArgType::PureToken, c"FORCE");
 /// `[PEEK]`: answer without writing.
 pub const PEEK: ArgDoc = option(c"peek", ArgType::PureToken, c"PEEK");
 /// `[BLOCK duration]`: seconds to lock the limiter out when refused.

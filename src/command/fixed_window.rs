@@ -32,7 +32,7 @@ pub const SPEC: Spec = Spec {
         arity: -4,
         acl_categories: "write fast",
         keys: docs::KeySpec::One,
-        args: &[docs::KEY, docs::int(c"limit"), docs::string(c"window"), TZ, docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK, ALIGN],
+        args: &[docs::KEY, docs::int(c"limit"), docs::string(c"window"), TZ, docs::TOKENS, docs::REFUND, docs::FORCE, docs::PEEK, docs::BLOCK, ALIGN],
     },
     handler,
     stats: &STATS,

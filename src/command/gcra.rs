@@ -23,7 +23,7 @@ pub const SPEC: Spec = Spec {
         arity: -5,
         acl_categories: "write fast",
         keys: docs::KeySpec::One,
-        args: &[docs::KEY, docs::int(c"max_burst"), docs::int(c"tokens_per_period"), docs::seconds(c"period"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
+        args: &[docs::KEY, docs::int(c"max_burst"), docs::int(c"tokens_per_period"), docs::seconds(c"period"), docs::TOKENS, docs::REFUND, docs::FORCE, docs::PEEK, docs::BLOCK],
     },
     handler,
     stats: &STATS,

@@ -1,4 +1,4 @@
-//! `RL.LIMIT key policy [TOKENS n | REFUND n] [PEEK]`
+//! `RL.LIMIT key policy [TOKENS n | REFUND n] [FORCE] [PEEK]`
 //! (a `CONCURRENCY` policy: `RL.LIMIT key policy ACQUIRE id [TOKENS n] [PEEK] | RENEW id [PEEK] | RELEASE id [PEEK]`)
 //!
 //! Decides `key` with the named policy's algorithm, parameters and modes
@@ -31,6 +31,7 @@ pub const SPEC: Spec = Spec {
             docs::string(c"policy"),
             docs::TOKENS,
             docs::REFUND,
+            docs::FORCE,
             docs::PEEK,
         ],
     },

@@ -22,7 +22,7 @@ pub const SPEC: Spec = Spec {
         arity: -4,
         acl_categories: "write",
         keys: docs::KeySpec::One,
-        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
+        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS, docs::REFUND, docs::FORCE, docs::PEEK, docs::BLOCK],
     },
     handler,
     stats: &STATS,

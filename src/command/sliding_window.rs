@@ -31,7 +31,7 @@ pub const SPEC: Spec = Spec {
         arity: -4,
         acl_categories: "write fast",
         keys: docs::KeySpec::One,
-        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK, BUCKETS],
+        args: &[docs::KEY, docs::int(c"limit"), docs::seconds(c"window"), docs::TOKENS, docs::REFUND, docs::FORCE, docs::PEEK, docs::BLOCK, BUCKETS],
     },
     handler,
     stats: &STATS,

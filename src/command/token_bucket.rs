@@ -24,7 +24,7 @@ pub const SPEC: Spec = Spec {
         arity: -5,
         acl_categories: "write fast",
         keys: docs::KeySpec::One,
-        args: &[docs::KEY, docs::int(c"capacity"), docs::int(c"refill_tokens"), docs::seconds(c"refill_period"), docs::TOKENS, docs::REFUND, docs::PEEK, docs::BLOCK],
+        args: &[docs::KEY, docs::int(c"capacity"), docs::int(c"refill_tokens"), docs::seconds(c"refill_period"), docs::TOKENS, docs::REFUND, docs::FORCE, docs::PEEK, docs::BLOCK],
     },
     handler,
     stats: &STATS,

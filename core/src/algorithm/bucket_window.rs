@@ -293,6 +293,52 @@ impl BucketWindow {
         })
     }
 
+    /// `FORCE`, as [`super::forced`]: past the limit the current sub-window
+    /// counts the cost all the same (debt).
+    ///
+    /// Errors: [`Error::ForceTooMuch`] when a sub-window would count more
+    /// than `u32::MAX` tokens; those of [`BucketWindow::decide`].
+    ///
+    /// ```
+    /// use ratelimit_core::algorithm::bucket_window::BucketWindow;
+    /// let bw = BucketWindow::new(2, 60_000_000, 60).unwrap(); // 2 a minute
+    /// let out = bw.force(None, 10_000_000, 5).unwrap();
+    /// let d = out.decision;
+    /// assert_eq!((d.limited, d.remaining), (true, 0));
+    /// // The second [00:10, 00:11) stops counting at 01:10.
+    /// assert_eq!((d.retry_after_us, d.reset_after_us), (Some(60_000_000), 60_000_000));
+    /// ```
+    pub fn force(
+        &self,
+        state: Option<&BucketCounts>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<Outcome<BucketCounts>> {
+        let outcome = self.decide(state, now_us, cost)?;
+        if !outcome.decision.limited {
+            return Ok(outcome);
+        }
+        let (current, mut view) = self.view(state, now_us)?;
+        let counted = u64::from(view[0]).saturating_add(u64::try_from(cost).unwrap_or(u64::MAX));
+        view[0] = u32::try_from(counted).map_err(|_| Error::ForceTooMuch {
+            why: crate::error::FORCE_SUB_WINDOW,
+        })?;
+        let (Some(new_state), Some(expire_at_us)) = (
+            self.state_of(current, &view),
+            self.empty_at(current, &view)?,
+        ) else {
+            return Err(Error::Internal { what: "no count" });
+        };
+        let after = self.decide(Some(&new_state), now_us, 1)?.decision;
+        Ok(Outcome {
+            decision: super::overshoot(after)?,
+            update: Some(Update {
+                state: new_state,
+                expire_at_us,
+            }),
+        })
+    }
+
     /// Gives `tokens` back: the newest counted sub-windows lose them first,
     /// none below 0; with nothing left counted the key is deleted.
     pub fn refund(

@@ -20,6 +20,11 @@
 //! ahead of now), the stored window keeps counting: the limiter never admits
 //! more than `limit` per window.
 //!
+//! **Debt** (`FORCE`): a count written past the limit is stored with `:D`
+//! at the end (`<window_start_us>:<count>:D`); what exceeds the limit is
+//! carried into the next windows, each repaying `limit`, and the key
+//! expires when it is all repaid. A state without `:D` never carries.
+//!
 //! **`ALIGN FIRST`** ([`FixedWindow::first`]): a window starts at the first
 //! request that finds no open window and lasts `window` — the "time-bucketed"
 //! counter of the GCRA seed document (set the limit with an expiry at the
@@ -50,6 +55,11 @@ pub struct WindowCount {
     pub count: i64,
     /// Written with `ALIGN FIRST` (stored with an `F` in front).
     pub first: bool,
+    /// `count` is past the limit (`FORCE`'s debt, stored with `:D` at the
+    /// end): what exceeds the limit is carried into the next windows. Only
+    /// such a state carries: a count written within its limit never does,
+    /// whatever limit later calls give.
+    pub debt: bool,
 }
 
 /// Where windows start.
@@ -164,10 +174,21 @@ impl FixedWindow {
 
     /// The window that counts at `now_us` for `state` (its start and count):
     /// the stored one while it is open (or when it lies ahead of now: the
-    /// clock stepped back), else a new one with nothing counted.
+    /// clock stepped back), else a new one with the stored window's debt
+    /// carried in (nothing, unless `FORCE` counted past the limit).
     ///
     /// Errors: [`Error::AlignMismatch`] for a state of the other alignment.
-    fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
+    #[inline(always)]
+    fn counted(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, i64, bool)> {
+        let (start_us, count, end_us) = self.counted_window(state, now_us)?;
+        // In debt: a stored debt's own window, or a debt carried in.
+        let debt = state.is_some_and(|s| s.debt) && count > self.limit;
+        Ok((start_us, count, end_us, debt))
+    }
+
+    /// [`Self::counted`]'s window of seconds: its start and count.
+    #[inline(always)]
+    fn counted_seconds(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64)> {
         let first = self.align == Align::First;
         if let Some(s) = state {
             if s.first != first {
@@ -183,7 +204,8 @@ impl FixedWindow {
                 let current_start_us = window_start(now_us, self.window_us)?;
                 match state {
                     Some(s) if s.window_start_us == current_start_us => (current_start_us, s.count),
-                    _ => (current_start_us, 0),
+                    Some(s) => (current_start_us, self.carried(s, current_start_us)),
+                    None => (current_start_us, 0),
                 }
             }
             (Align::First, Some(s))
@@ -193,19 +215,28 @@ impl FixedWindow {
             {
                 (s.window_start_us, s.count)
             }
-            (Align::First, _) => (now_us, 0),
+            (Align::First, Some(s)) => {
+                // The window of the stored one's chain that holds now.
+                let windows = (now_us - s.window_start_us) / self.window_us; // ≥ 1
+                let start_us = s.window_start_us + windows * self.window_us; // ≤ now
+                match self.carried(s, start_us) {
+                    0 => (now_us, 0),
+                    debt => (start_us, debt),
+                }
+            }
+            (Align::First, None) => (now_us, 0),
         })
     }
 
     /// The window that counts at `now_us` (its start, count and end): for a
     /// calendar window, the one of its boundaries (or a stored later one:
-    /// the clock stepped back); else [`FixedWindow::counted`]'s, `window`
-    /// long.
+    /// the clock stepped back); else [`FixedWindow::counted_seconds`]'s,
+    /// `window` long.
     #[inline(always)]
     fn counted_window(&self, state: Option<WindowCount>, now_us: i64) -> Result<(i64, i64, i64)> {
         match self.calendar {
             None => {
-                let (start_us, count) = self.counted(state, now_us)?;
+                let (start_us, count) = self.counted_seconds(state, now_us)?;
                 let end_us = start_us
                     .checked_add(self.window_us)
                     .ok_or(Error::Overflow)?;
@@ -257,11 +288,17 @@ impl Algorithm for FixedWindow {
             Some(rest) => (true, rest),
             None => (false, bytes),
         };
+        // Digits end a state not in debt: one comparison on the common path.
+        let (debt, bytes) = match bytes.last() {
+            Some(b'D') => (true, bytes.strip_suffix(b":D")?),
+            _ => (false, bytes),
+        };
         let colon = bytes.iter().position(|&b| b == b':')?;
         Some(WindowCount {
             window_start_us: parse_decimal(&bytes[..colon])?,
             count: parse_decimal(&bytes[colon + 1..])?,
             first,
+            debt,
         })
     }
 
@@ -272,7 +309,12 @@ impl Algorithm for FixedWindow {
         }
         let end = write_decimal(s.window_start_us, buf, start);
         buf[end] = b':';
-        write_decimal(s.count, buf, end + 1)
+        let end = write_decimal(s.count, buf, end + 1);
+        if !s.debt {
+            return end;
+        }
+        buf[end..end + 2].copy_from_slice(b":D");
+        end + 2
     }
 
     fn decide(
@@ -281,7 +323,10 @@ impl Algorithm for FixedWindow {
         now_us: i64,
         cost: i64,
     ) -> Result<Outcome<WindowCount>> {
-        let (start_us, count, window_end_us) = self.counted_window(state, now_us)?;
+        let (start_us, count, window_end_us, debt) = self.counted(state, now_us)?;
+        if debt {
+            return self.decide_in_debt(start_us, count, now_us, cost);
+        }
         let to_end_us = sub(window_end_us, now_us)?;
         let decision = |limited, count: i64, retry_after_us| Decision {
             limited,
@@ -311,11 +356,48 @@ impl Algorithm for FixedWindow {
                     window_start_us: start_us,
                     count: new_count,
                     first: self.align == Align::First,
+                    debt: false,
                 },
                 expire_at_us: window_end_us,
             }),
         })
     }
+
+    /// The window counts `cost` past its limit (`FORCE`); the count beyond
+    /// the limit is carried into the next windows, each repaying `limit`,
+    /// and the key expires when it is all repaid.
+    fn charge(
+        &self,
+        state: Option<WindowCount>,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<Update<WindowCount>> {
+        let (start_us, count, end_us, _) = self.counted(state, now_us)?;
+        let new_count = count.checked_add(cost.max(0)).ok_or(Error::ForceTooMuch {
+            why: crate::error::FORCE_PAST_HORIZON,
+        })?;
+        // A calendar window's count past the limit lasts to its end: its
+        // windows are of several lengths, no debt is carried over them.
+        let debt = new_count > self.limit && self.calendar.is_none();
+        let expire_at_us = if debt {
+            self.repaid_at(start_us, new_count, true)
+                .map_err(|_| Error::ForceTooMuch {
+                    why: crate::error::FORCE_PAST_HORIZON,
+                })?
+        } else {
+            end_us
+        };
+        Ok(Update {
+            state: WindowCount {
+                window_start_us: start_us,
+                count: new_count,
+                first: self.align == Align::First,
+                debt,
+            },
+            expire_at_us,
+        })
+    }
+
     /// The counted window's count drops by `tokens`, not below 0 (the key is
     /// deleted then). A stored window that is over counts nothing.
     fn refund(
@@ -327,29 +409,30 @@ impl Algorithm for FixedWindow {
         let Some(s) = state else {
             return refunded(self, None, now_us, RefundWrite::Nothing);
         };
-        let (start_us, count, end_us) = self.counted_window(Some(s), now_us)?;
-        let count = if start_us == s.window_start_us {
-            count
-        } else {
-            0
-        };
+        let (start_us, count, end_us, debt) = self.counted(Some(s), now_us)?;
         let new_count = count.saturating_sub(tokens.max(0)).max(0);
+        let debt = debt && new_count > self.limit;
         if new_count == 0 {
             return refunded(self, None, now_us, RefundWrite::Delete);
         }
         let new_state = WindowCount {
+            window_start_us: start_us,
             count: new_count,
+            debt,
             ..s
         };
-        // The counted window is the stored one here (a count is left).
-        let expire_at_us = end_us;
         let write = RefundWrite::Set(Update {
             state: new_state,
-            expire_at_us,
+            expire_at_us: if debt {
+                self.repaid_at(start_us, new_count, true)?
+            } else {
+                end_us
+            },
         });
         refunded(self, Some(new_state), now_us, write)
     }
 }
 
+mod debt;
 #[cfg(test)]
 mod tests;

@@ -19,7 +19,7 @@
 //! the queue was empty).
 
 use super::token_bucket::{FullAt, TokenBucket};
-use super::{Algorithm, Outcome, Refunded, STATE_BUF_LEN};
+use super::{Algorithm, Outcome, Refunded, Update, STATE_BUF_LEN};
 use crate::error::Result;
 
 /// Leaky bucket parameters, validated. Build with [`LeakyBucket::new`].
@@ -90,6 +90,12 @@ impl Algorithm for LeakyBucket {
     fn refund(&self, state: Option<FullAt>, now_us: i64, tokens: i64) -> Result<Refunded<FullAt>> {
         self.queue.refund(state, now_us, tokens)
     }
+
+    /// The queue goes past its capacity (`FORCE`): the bucket's deficit
+    /// ([`TokenBucket`]'s charge); the key expires when it has drained.
+    fn charge(&self, state: Option<FullAt>, now_us: i64, cost: i64) -> Result<Update<FullAt>> {
+        self.queue.charge(state, now_us, cost)
+    }
 }
 
 #[cfg(test)]
@@ -135,6 +141,23 @@ mod tests {
                 (100 * MS, 1, false, 0, Some(200 * MS), 300 * MS),
                 // Once drained, no wait.
                 (1_000 * MS, 2, false, 1, Some(0), 200 * MS),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_forced_cost_queues_past_the_capacity() {
+        use crate::algorithm::table::run_forced;
+        // Queue of 3, draining 10 per second (100 ms per token).
+        run_forced(
+            &LeakyBucket::new(3, 10, S).unwrap(),
+            &[
+                (0, 2, true, false, 1, Some(0), 200 * MS),
+                // 6 queued: one more fits once 4 have drained.
+                (0, 4, true, true, 0, Some(400 * MS), 600 * MS),
+                (0, 1, false, true, 0, Some(400 * MS), 600 * MS),
+                // Then it waits for the 2 still queued ahead of it.
+                (400 * MS, 1, false, false, 0, Some(200 * MS), 300 * MS),
             ],
         );
     }

@@ -30,7 +30,7 @@ pub mod token_bucket;
 #[cfg(test)]
 pub(crate) mod table;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, FORCE_PAST_HORIZON};
 
 /// The answer to one request: the five fields of every `RL.*` reply, in µs.
 ///
@@ -146,6 +146,99 @@ pub trait Algorithm {
         now_us: i64,
         tokens: i64,
     ) -> Result<Refunded<Self::State>>;
+
+    /// Takes `cost` (≥ 1) tokens at `now_us` whatever the limit says: the
+    /// state with the cost recorded, past the limit when it does not fit
+    /// (debt), and when the key expires (the limiter full again). Only
+    /// [`forced`] calls it, for a cost [`Algorithm::decide`] refused.
+    ///
+    /// Errors: [`Error::Overflow`]; [`Error::ForceTooMuch`] for a debt the
+    /// state cannot hold; an algorithm without `FORCE` (`CL.THROTTLE`'s)
+    /// answers [`Error::Internal`].
+    fn charge(
+        &self,
+        _state: Option<Self::State>,
+        _now_us: i64,
+        _cost: i64,
+    ) -> Result<Update<Self::State>> {
+        Err(Error::Internal {
+            what: "FORCE on an algorithm without it",
+        })
+    }
+}
+
+/// `FORCE`: decides `cost` tokens at `now_us` and records them whatever the
+/// limit says.
+///
+/// * When the cost fits, the ordinary admission ([`Algorithm::decide`]).
+/// * Otherwise the state goes past the limit ([`Algorithm::charge`]: debt)
+///   and the reply is `limited`, `remaining` 0, `retry_after_us` exactly the
+///   time until one more token (`TOKENS 1`) is admitted — the debt repaid
+///   first — and `reset_after_us` until the limiter is full again, when the
+///   key expires. A cost that can never be allowed (above the limit) is
+///   recorded the same way.
+///
+/// Errors: [`Error::ForceTooMuch`] ([`FORCE_PAST_HORIZON`]) when the new
+/// state would lie, or expire, beyond the bound every key keeps (366 days;
+/// two windows for a sliding window): nothing is written then; those of
+/// `decide` and `charge`.
+///
+/// ```
+/// use ratelimit_core::algorithm::{forced, gcra::Gcra};
+/// // 2 at once, 1 per second: 5 forced tokens leave a debt of 3 s.
+/// let gcra = Gcra::new(1, 1, 1_000_000).unwrap();
+/// let out = forced(&gcra, None, 0, 5).unwrap();
+/// let d = out.decision;
+/// assert_eq!((d.limited, d.remaining), (true, 0));
+/// // The TAT is 5 s ahead; one token is admitted once it is 2 s ahead.
+/// assert_eq!((d.retry_after_us, d.reset_after_us), (Some(4_000_000), 5_000_000));
+/// assert_eq!(out.update.unwrap().expire_at_us, 5_000_000);
+/// ```
+pub fn forced<A: Algorithm>(
+    algorithm: &A,
+    state: Option<A::State>,
+    now_us: i64,
+    cost: i64,
+) -> Result<Outcome<A::State>> {
+    let outcome = algorithm.decide(state, now_us, cost)?;
+    if !outcome.decision.limited {
+        return Ok(outcome);
+    }
+    let update = algorithm.charge(state, now_us, cost)?;
+    let expires_in_us = sub(update.expire_at_us, now_us)?;
+    let latest_in_us = sub(A::latest_us(&update.state), now_us)?;
+    if expires_in_us > A::EXPIRY_HORIZON_US || latest_in_us > crate::time::STATE_HORIZON_US {
+        return Err(Error::ForceTooMuch {
+            why: FORCE_PAST_HORIZON,
+        });
+    }
+    let after = algorithm.decide(Some(update.state), now_us, 1)?.decision;
+    Ok(Outcome {
+        decision: overshoot(after)?,
+        update: Some(update),
+    })
+}
+
+/// The reply of a forced overshoot, from `after`, the decision of one more
+/// token against the state in debt: limited, nothing remaining, its retry
+/// and reset.
+///
+/// Errors: [`Error::Internal`] if `after` admits the token (a state past
+/// the limit never does).
+pub fn overshoot(after: Decision) -> Result<Decision> {
+    let retry_after_us = after
+        .retry_after_us
+        .filter(|_| after.limited)
+        .ok_or(Error::Internal {
+            what: "a forced overshoot that admits the next token",
+        })?;
+    Ok(Decision {
+        limited: true,
+        limit: after.limit,
+        remaining: 0,
+        retry_after_us: Some(retry_after_us),
+        reset_after_us: after.reset_after_us,
+    })
 }
 
 /// A refund's answer: the limiter as `algorithm` reads `state` at `now_us`

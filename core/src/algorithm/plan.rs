@@ -31,7 +31,7 @@ impl Op {
 }
 
 /// The options every `RL.*` command and `RL.ALL` accept:
-/// `[TOKENS n | REFUND n] [PEEK] [BLOCK duration]`.
+/// `[TOKENS n | REFUND n] [FORCE] [PEEK] [BLOCK duration]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     pub op: Op,
@@ -39,6 +39,9 @@ pub struct Options {
     pub peek: bool,
     /// `BLOCK duration`, in µs.
     pub block_us: Option<i64>,
+    /// `FORCE`: record `TOKENS n` whatever the limit says (past it: debt).
+    /// Never with `PEEK` nor `REFUND` (the parser refuses both).
+    pub force: bool,
 }
 
 impl Default for Options {
@@ -47,6 +50,7 @@ impl Default for Options {
             op: Op::Take(1),
             peek: false,
             block_us: None,
+            force: false,
         }
     }
 }
@@ -66,6 +70,10 @@ pub enum Change<T, R> {
     /// A refusal starts or extends a block until then (µs); the state is
     /// kept as it is.
     Block { until_us: i64 },
+    /// `FORCE` recorded its cost (past the limit, or during a block) behind
+    /// a block until then (µs): the one it starts or extends, or the one in
+    /// force.
+    TakeBlocked { take: T, until_us: i64 },
 }
 
 /// The plan of one key: the decision as replied, and the change to write.
@@ -94,11 +102,20 @@ pub struct Plan<T, R> {
 /// ([`block::blocked_decision`]); a refused take with `BLOCK` on a stored
 /// key starts or extends the block, and is answered as one made during it.
 ///
+/// `FORCE` (`force`): `take` answers its update even when limited (the
+/// cost recorded past the limit). An overshoot is a
+/// refusal: with `BLOCK` it starts or extends the block, and the state in
+/// debt is written behind it; during a block in force the cost is recorded
+/// behind that block. Either way the reply is the block's ([`block::
+/// blocked_decision`]: the later of the two retries).
+///
 /// Errors: [`crate::error::Error::Overflow`] from the algorithm or the block
 /// arithmetic; nothing is written then.
 #[inline(always)] // once per storage; inlined, its plan is never copied
+#[allow(clippy::too_many_arguments)]
 pub fn plan<T, R>(
     op: Op,
+    force: bool,
     take: impl FnOnce(i64) -> Result<(Decision, Option<T>)>,
     refund: impl FnOnce(i64) -> Result<(Decision, Option<R>)>,
     stored: bool,
@@ -124,16 +141,31 @@ pub fn plan<T, R>(
                     change,
                 });
             }
+            // Limited: refused, or (FORCE) recorded past the limit or
+            // during a block, when `update` is the state in debt (an
+            // unforced update during a block is not written). A block goes
+            // beside a stored state, or the one FORCE writes.
+            let update = update.filter(|_| force);
             let extended = match block_us {
-                Some(block_us) if stored => block::extend(&decision, in_force, now_us, block_us)?,
+                Some(block_us) if stored || update.is_some() => {
+                    block::extend(&decision, in_force, now_us, block_us)?
+                }
                 _ => None,
             };
-            let (decision, change) = match extended {
-                Some(until_us) => (
+            let (decision, change) = match (extended, update) {
+                (Some(until_us), Some(take)) => (
+                    block::blocked_decision(decision, until_us, now_us)?,
+                    Change::TakeBlocked { take, until_us },
+                ),
+                (Some(until_us), None) => (
                     block::blocked_decision(decision, until_us, now_us)?,
                     Change::Block { until_us },
                 ),
-                None => (decision, Change::Nothing),
+                (None, Some(take)) => match in_force {
+                    Some(until_us) => (decision, Change::TakeBlocked { take, until_us }),
+                    None => (decision, Change::Take(take)),
+                },
+                (None, None) => (decision, Change::Nothing),
             };
             Ok(Plan {
                 decision,
@@ -155,195 +187,4 @@ pub fn plan<T, R>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::Error;
-
-    use crate::algorithm::table::{decision as d, S, T0 as NOW};
-
-    type P = Plan<&'static str, &'static str>;
-
-    /// `(decision, stored, stored block, BLOCK, expected change, limited,
-    /// blocked, retry_after)`.
-    type Case = (
-        Decision,
-        bool,
-        Option<i64>,
-        Option<i64>,
-        Change<&'static str, &'static str>,
-        bool,
-        bool,
-        Option<i64>,
-    );
-
-    /// `plan` of a take whose algorithm answers `decision` (and writes
-    /// "new state" when allowed).
-    fn take(decision: Decision, stored: bool, blocked: Option<i64>, block_us: Option<i64>) -> P {
-        let update = (!decision.limited).then_some("new state");
-        plan(
-            Op::Take(1),
-            |_| Ok((decision, update)),
-            |_| unreachable!("a take never refunds"),
-            stored,
-            blocked,
-            NOW,
-            block_us,
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn takes_refusals_and_blocks() {
-        let allowed = d(false, 4, None, S);
-        let refused = d(true, 0, Some(S), 5 * S);
-        let never = d(true, 0, None, 5 * S);
-        let cases: [Case; 8] = [
-            // Allowed: the update, whatever BLOCK says; an ended block goes.
-            (
-                allowed,
-                true,
-                None,
-                Some(60 * S),
-                Change::Take("new state"),
-                false,
-                false,
-                None,
-            ),
-            (
-                allowed,
-                true,
-                Some(NOW - 1),
-                None,
-                Change::Take("new state"),
-                false,
-                false,
-                None,
-            ),
-            // Refused without BLOCK, or on a missing key: nothing.
-            (
-                refused,
-                true,
-                None,
-                None,
-                Change::Nothing,
-                true,
-                false,
-                Some(S),
-            ),
-            (
-                refused,
-                false,
-                None,
-                Some(60 * S),
-                Change::Nothing,
-                true,
-                false,
-                Some(S),
-            ),
-            // Refused with BLOCK on a stored key: blocked for the duration.
-            (
-                refused,
-                true,
-                None,
-                Some(60 * S),
-                Change::Block {
-                    until_us: NOW + 60 * S,
-                },
-                true,
-                false,
-                Some(60 * S),
-            ),
-            // A block in force refuses an allowed request, with its time.
-            (
-                allowed,
-                true,
-                Some(NOW + 10 * S),
-                None,
-                Change::Nothing,
-                true,
-                true,
-                Some(10 * S),
-            ),
-            // … and a BLOCK extends it, never shortens it.
-            (
-                refused,
-                true,
-                Some(NOW + 90 * S),
-                Some(60 * S),
-                Change::Block {
-                    until_us: NOW + 90 * S,
-                },
-                true,
-                true,
-                Some(90 * S),
-            ),
-            // A cost that can never be allowed starts no block.
-            (
-                never,
-                true,
-                None,
-                Some(60 * S),
-                Change::Nothing,
-                true,
-                false,
-                None,
-            ),
-        ];
-        for (i, (decision, stored, blocked_until, block_us, change, limited, blocked, retry)) in
-            cases.into_iter().enumerate()
-        {
-            let p = take(decision, stored, blocked_until, block_us);
-            assert_eq!(p.change, change, "case {i}");
-            assert_eq!(p.decision.limited, limited, "case {i}");
-            assert_eq!(p.blocked, blocked, "case {i}");
-            assert_eq!(p.decision.retry_after_us, retry, "case {i}");
-        }
-    }
-
-    #[test]
-    fn refunds_keep_the_block_in_force() {
-        let full = d(false, 5, None, 0);
-        let p: P = plan(
-            Op::Refund(2),
-            |_| unreachable!("a refund never takes"),
-            |tokens| {
-                assert_eq!(tokens, 2);
-                Ok((full, Some("refunded")))
-            },
-            true,
-            Some(NOW + S),
-            NOW,
-            Some(60 * S),
-        )
-        .unwrap();
-        assert_eq!(p.change, Change::Refund("refunded"));
-        assert_eq!(p.block_in_force_until_us, Some(NOW + S));
-        assert!(!p.blocked && !p.decision.limited);
-    }
-
-    #[test]
-    fn errors_write_nothing() {
-        let r: Result<P> = plan(
-            Op::Take(1),
-            |_| Err(Error::Overflow),
-            |_| unreachable!(),
-            true,
-            None,
-            NOW,
-            None,
-        );
-        assert_eq!(r, Err(Error::Overflow));
-        // A block end past the clock's range is an overflow, not a wrap.
-        let refused = d(true, 0, Some(S), S);
-        let r: Result<P> = plan(
-            Op::Take(1),
-            |_| Ok((refused, None)),
-            |_| unreachable!(),
-            true,
-            None,
-            i64::MAX - 1,
-            Some(60 * S),
-        );
-        assert_eq!(r, Err(Error::Overflow));
-    }
-}
+mod tests;

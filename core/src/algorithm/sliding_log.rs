@@ -207,6 +207,102 @@ impl SlidingLog {
         })
     }
 
+    /// The log entries a `FORCE` call of `tokens` may touch, as
+    /// `sliding-log-call-budget` counts them: `2 × limit + min(tokens, 2 ×
+    /// limit)`. It walks at most `2 × limit + 1` entries (a log in debt
+    /// holds up to twice its limit in its window) and adds `tokens`.
+    ///
+    /// ```
+    /// use ratelimit_core::algorithm::sliding_log::SlidingLog;
+    /// let sl = SlidingLog::new(1000, 60_000_000).unwrap();
+    /// assert_eq!(sl.forced_call_entries(600), 2600);
+    /// ```
+    #[inline]
+    pub fn forced_call_entries(&self, tokens: i64) -> i64 {
+        let most = self.limit.saturating_mul(2);
+        most.saturating_add(tokens.clamp(0, most))
+    }
+
+    /// `FORCE`: decides `cost` tokens at `now_us` and logs them whatever
+    /// the limit says (as [`super::forced`]). Past the limit the entries
+    /// are logged all the same, at most twice the limit in the window (the
+    /// log's members and its call budget hold no more); the reply is
+    /// limited, `remaining` 0, `retry_after` until one more token fits (when
+    /// the `limit − 1`-th newest entry leaves the window), `reset_after`
+    /// until the newest entry leaves it (when the key expires).
+    ///
+    /// Errors: [`Error::ForceTooMuch`] ([`crate::error::FORCE_LOG_FULL`])
+    /// past twice the limit, nothing logged; those of [`SlidingLog::decide`].
+    ///
+    /// ```
+    /// use ratelimit_core::algorithm::sliding_log::SlidingLog;
+    /// let sl = SlidingLog::new(2, 1_000_000).unwrap();
+    /// let log: &[i64] = &[800_000];
+    /// let out = sl.force(log, 1_100_000, 2).unwrap();
+    /// let d = out.decision;
+    /// assert_eq!((d.limited, d.remaining), (true, 0));
+    /// // One more fits once at most one entry is left: not at 1.8 s (when
+    /// // 0.8 s leaves, the two logged at 1.1 s stay), at 2.1 s.
+    /// assert_eq!((d.retry_after_us, d.reset_after_us), (Some(1_000_000), 1_000_000));
+    /// assert_eq!(out.update.unwrap().add_count, 2);
+    /// ```
+    pub fn force<L: TimestampLog + ?Sized>(
+        &self,
+        log: &L,
+        now_us: i64,
+        cost: i64,
+    ) -> Result<LogOutcome> {
+        let outcome = self.decide(log, now_us, cost)?;
+        if !outcome.decision.limited {
+            return Ok(outcome);
+        }
+        let most = self.limit.saturating_mul(2);
+        let newest = log.newest_us()?;
+        let t = newest.map_or(now_us, |n| n.max(now_us));
+        let cutoff = sub(t, self.window_us)?;
+        let live = log.count_after(cutoff, most.saturating_add(1))?;
+        if cost > most.saturating_sub(live) {
+            return Err(Error::ForceTooMuch {
+                why: crate::error::FORCE_LOG_FULL,
+            });
+        }
+        let expire_at_us = t.checked_add(self.window_us).ok_or(Error::Overflow)?;
+        let until_out = |ts: i64| {
+            sub(
+                ts.checked_add(self.window_us).ok_or(Error::Overflow)?,
+                now_us,
+            )
+        };
+        // One more token fits once `limit − 1` entries are left: when the
+        // `limit − 1`-th newest (0-based) of the new log leaves. The `cost`
+        // newest are at `t`; before them, the old log's.
+        let k = self.limit - 1;
+        let retry_after_us = if k < cost {
+            until_out(t)?
+        } else {
+            match log.nth_newest(k - cost)? {
+                Some(ts) => until_out(ts)?,
+                None => 0, // unreachable: live + cost > limit
+            }
+        };
+        Ok(LogOutcome {
+            decision: Decision {
+                limited: true,
+                limit: self.limit,
+                remaining: 0,
+                retry_after_us: Some(retry_after_us.max(1)),
+                reset_after_us: sub(expire_at_us, now_us)?,
+            },
+            update: Some(LogUpdate {
+                remove_through_us: cutoff,
+                remove_at_most: cost.saturating_add(Self::STALE_REMOVED_PER_CALL),
+                add_at_us: t,
+                add_count: cost,
+                expire_at_us,
+            }),
+        })
+    }
+
     /// The log entries a call of `tokens` (taken or refunded) may touch,
     /// as `sliding-log-call-budget` counts them: `limit + min(tokens,
     /// limit)`. A call walks at most about `limit + 1` entries, adds or

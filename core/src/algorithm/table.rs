@@ -65,3 +65,41 @@ pub fn decision(limited: bool, remaining: i64, retry: Option<i64>, reset: i64) -
         reset_after_us: reset,
     }
 }
+
+/// A case of [`run_forced`]: `(at_us, cost, force, limited, remaining,
+/// retry_after_us, reset_after_us)`.
+pub type ForcedCase = (i64, i64, bool, bool, i64, Option<i64>, i64);
+
+/// [`run`] with calls that may `FORCE` ([`super::forced`]): a forced call
+/// always writes, and is limited with `remaining` 0 exactly when it went
+/// past the limit; every write expires when the limiter is full again.
+pub fn run_forced<A: Algorithm>(algorithm: &A, cases: &[ForcedCase]) -> Option<A::State> {
+    let mut state = None;
+    for (i, &(at, cost, force, limited, remaining, retry, reset)) in cases.iter().enumerate() {
+        let out = if force {
+            super::forced(algorithm, state, T0 + at, cost).unwrap()
+        } else {
+            algorithm.decide(state, T0 + at, cost).unwrap()
+        };
+        let d = out.decision;
+        assert_eq!(
+            (d.limited, d.remaining, d.retry_after_us, d.reset_after_us),
+            (limited, remaining, retry, reset),
+            "case {i}"
+        );
+        assert_eq!(
+            out.update.is_some(),
+            force || !limited,
+            "case {i}: writes iff it took tokens"
+        );
+        if let Some(u) = out.update {
+            assert_eq!(
+                u.expire_at_us - (T0 + at),
+                reset,
+                "case {i}: expires when full again"
+            );
+            state = Some(u.state);
+        }
+    }
+    state
+}

@@ -265,6 +265,40 @@ impl Algorithm for TokenBucket {
         });
         refunded(self, Some(new_state), now_us, write)
     }
+
+    /// The deficit grows by `cost` refill steps whatever the capacity says
+    /// (`FORCE`): the bucket's level goes below zero, which its state (the
+    /// instant it is full again) holds as an instant further ahead; the
+    /// stored bytes of a bucket not in debt are unchanged. The key expires
+    /// when it is full again.
+    fn charge(&self, state: Option<FullAt>, now_us: i64, cost: i64) -> Result<Update<FullAt>> {
+        let r = i128::from(self.refill_tokens);
+        let now = i128::from(now_us) * r;
+        let debt = match state {
+            Some(f) => self
+                .scaled(f)
+                .checked_sub(now)
+                .ok_or(Error::Overflow)?
+                .max(0),
+            None => 0,
+        };
+        let need = i128::from(cost.max(0)) * i128::from(self.refill_period_us);
+        let new_debt = debt.checked_add(need).ok_or(Error::Overflow)?;
+        // Past the horizon: refused before any conversion could overflow.
+        if ceil_div_i128(new_debt, r) > i128::from(crate::time::STATE_HORIZON_US) {
+            return Err(Error::ForceTooMuch {
+                why: crate::error::FORCE_PAST_HORIZON,
+            });
+        }
+        let full_at = now.checked_add(new_debt).ok_or(Error::Overflow)?;
+        Ok(Update {
+            state: FullAt {
+                full_at_us: to_i64(full_at.div_euclid(r))?,
+                remainder: to_i64(full_at.rem_euclid(r))?,
+            },
+            expire_at_us: to_i64(ceil_div_i128(full_at, r))?,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -186,7 +186,21 @@ fn accepted_definitions_skip_this_servers_bounds_only() {
 
 #[test]
 fn options_are_each_at_most_once() {
-    let cases: [(&str, Result<Options>); 7] = [
+    let cases: [(&str, Result<Options>); 13] = [
+        (
+            "force TOKENS 600 BLOCK 2",
+            Ok(Options {
+                op: Op::Take(600),
+                peek: false,
+                block_us: Some(2_000_000),
+                force: true,
+            }),
+        ),
+        ("FORCE FORCE", Err(Error::Syntax)),
+        ("FORCE PEEK", Err(Error::ForceSyntax)),
+        ("PEEK TOKENS 2 Force", Err(Error::ForceSyntax)),
+        ("REFUND 2 FORCE", Err(Error::ForceSyntax)),
+        ("FORCE REFUND 1", Err(Error::ForceSyntax)),
         ("", Ok(Options::default())),
         (
             "TOKENS 3 PEEK",
@@ -194,6 +208,7 @@ fn options_are_each_at_most_once() {
                 op: Op::Take(3),
                 peek: true,
                 block_us: None,
+                force: false,
             }),
         ),
         (
@@ -202,6 +217,7 @@ fn options_are_each_at_most_once() {
                 op: Op::Refund(2),
                 peek: false,
                 block_us: Some(1_500_000),
+                force: false,
             }),
         ),
         ("TOKENS 1 REFUND 1", Err(Error::Syntax)),

@@ -5,6 +5,7 @@
 mod bucket_properties;
 mod cell_reference;
 mod composite_properties;
+mod force_properties;
 mod harness;
 mod strategies;
 mod window_properties;

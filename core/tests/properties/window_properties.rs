@@ -1060,8 +1060,8 @@ proptest! {
                 check_round_trip::<FixedWindow>(&u.state)?;
             }
         }
-        check_round_trip::<FixedWindow>(&WindowCount { window_start_us: window_index, count, first: false })?;
-        check_round_trip::<FixedWindow>(&WindowCount { window_start_us: window_index, count, first: true })?;
+        check_round_trip::<FixedWindow>(&WindowCount { window_start_us: window_index, count, first: false, debt: false })?;
+        check_round_trip::<FixedWindow>(&WindowCount { window_start_us: window_index, count, first: true, debt: true })?;
     }
 
     #[test]
@@ -1131,7 +1131,7 @@ proptest! {
         new_result_is_documented(FixedWindow::new(raw.0, raw.1))?;
         let (limit, window_us) = (limit.max(1), window_us.clamp(1, ratelimit_core::time::MAX_PERIOD_US));
         let fw = FixedWindow::new(limit, window_us).unwrap();
-        let state = state.map(|(window_start_us, count)| WindowCount { window_start_us, count, first: false });
+        let state = state.map(|(window_start_us, count)| WindowCount { window_start_us, count, first: false, debt: false });
         check_total(fw.decide(state, now_us, cost), |o| {
             check_outcome(Reply::Meter, limit, now_us, cost, o)
         })?;

@@ -46,6 +46,7 @@ pub(super) fn plan_lease<'a>(
     let blocked = blocked_until_us.is_some_and(|until| until > now_us);
     let p = plan_change(
         op,
+        false, // RL.CONCURRENCY has no FORCE (refused when parsed)
         |cost| {
             let out = decide(lease.op, cost)?;
             let mut decision = out.decision;
@@ -120,6 +121,14 @@ pub(super) fn plan_lease<'a>(
             }
         }
         Change::Block { until_us } => block(&key, until_us, cap_us)?,
+        Change::TakeBlocked { .. } => {
+            return Err(Error::Internal {
+                what: "FORCE on a lease set",
+            })
+        }
     };
-    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
+    Ok((
+        key,
+        planned(name, at.modes, at.force, p.decision, p.blocked, write),
+    ))
 }

@@ -72,6 +72,8 @@ pub struct Planned<'a> {
     pub shadow_limited: bool,
     /// A `SOFT` limit that admits it beyond its nominal limit.
     pub soft_over: bool,
+    /// A `FORCE` limit: its cost is recorded whatever the call decides.
+    forced: bool,
     /// What the call writes to this key when it is applied: the new state of
     /// an allowed request or a refund, or, when this limit refuses, the
     /// block `BLOCK` asked for (the two never both exist).
@@ -119,7 +121,7 @@ pub fn rule<'a>(
     lease: Option<Lease<'a>>,
     options: &Options,
 ) -> Result<Answer> {
-    check_budget([limit], options.op)?;
+    check_budget([(limit, options.force || modes.force)], options.op)?;
     let (mut key, p) = plan(ctx, name, limit, modes, lease, clock_us(), options)?;
     let mut answer = Answer::new(p.decision, None, p.blocked, options);
     answer.shadow_limited = p.shadow_limited;
@@ -155,7 +157,12 @@ pub fn all<'a>(
     options: &Options,
     finish: Option<impl FnOnce(&mut Answer, &[Planned<'a>])>,
 ) -> Result<Answer> {
-    check_budget(limits.iter().map(|(_, limit, _, _)| limit), options.op)?;
+    check_budget(
+        limits
+            .iter()
+            .map(|(_, limit, modes, _)| (limit, modes.force)),
+        options.op,
+    )?;
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
     let mut planned: Few<Planned<'a>> = Few::new();
@@ -212,10 +219,14 @@ pub fn all<'a>(
         return Ok(answer);
     }
     // Allowed: every key takes its tokens. Refused: only the refusing
-    // limits write (their BLOCK, when asked for). A string's write is
-    // announced from the write itself; only a sorted set's effect (what its
-    // apply found) is kept until the keys are closed.
-    let applies = |p: &Planned| allowed || p.decision.limited;
+    // limits write (their BLOCK, when asked for). A forced limit always
+    // writes (the cost recorded, past its limit or not); the others take
+    // their tokens when none of them refuses (FORCE's overshoot refuses
+    // nothing but its own reply). A string's write is announced from the
+    // write itself; only a sorted set's effect (what its apply found) is
+    // kept until the keys are closed.
+    let others_allow = allowed || !planned.iter().any(|p| !p.forced && p.decision.limited);
+    let applies = |p: &Planned| p.forced || others_allow || p.decision.limited;
     let mut zset_effects: Option<Few<(usize, Effect)>> = None;
     for (i, (key, p)) in keys.iter_mut().zip(planned.iter()).enumerate() {
         if !applies(p) {
@@ -250,13 +261,18 @@ pub fn all<'a>(
 /// setting `sliding-log-call-budget` ([`SlidingLog::call_entries`], summed),
 /// before any key is opened: [`Error::OverBudget`]. Other limits count 0
 /// (their work is O(1); `RL.ALL` takes at most 64).
-pub fn check_budget<'l>(limits: impl IntoIterator<Item = &'l Limit>, op: Op) -> Result<()> {
+///
+/// A forced sliding log counts [`SlidingLog::forced_call_entries`]: a log
+/// in debt holds up to twice its limit in its window.
+#[inline(always)]
+pub fn check_budget<'l>(limits: impl IntoIterator<Item = (&'l Limit, bool)>, op: Op) -> Result<()> {
     let tokens = match op {
         Op::Take(n) | Op::Refund(n) => n,
     };
     let entries = limits
         .into_iter()
-        .map(|limit| match limit {
+        .map(|(limit, force)| match limit {
+            Limit::SlidingLog(log) if force => log.forced_call_entries(tokens),
             Limit::SlidingLog(log) => log.call_entries(tokens),
             // A lease set's walk is bounded as a log's.
             Limit::Concurrency(c) => c.limit() + tokens.clamp(0, c.limit()),
@@ -289,6 +305,7 @@ fn longer(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 fn planned<'a>(
     name: Arg<'a>,
     modes: &Modes,
+    force: bool,
     decision: Decision,
     blocked: bool,
     write: Write,
@@ -306,8 +323,11 @@ fn planned<'a>(
             shadow: true,
             shadow_limited: true,
             soft_over: false,
-            write: Write::Nothing,
+            // A forced cost is recorded all the same: the shadow limiter
+            // holds what an enforcing one would.
+            write: if force { write } else { Write::Nothing },
             replace: false,
+            forced: force,
         };
     }
     Planned {
@@ -319,6 +339,7 @@ fn planned<'a>(
         soft_over,
         write,
         replace: false,
+        forced: force,
     }
 }
 
@@ -329,6 +350,9 @@ pub(super) struct At<'o> {
     modes: &'o Modes,
     /// Read the key as missing (it holds another algorithm's state).
     fresh: bool,
+    /// `FORCE`: the call's option (a single command, `RL.LIMIT`) or this
+    /// limit's (`RL.ALL`).
+    force: bool,
 }
 
 impl At<'_> {

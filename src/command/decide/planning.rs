@@ -137,6 +137,7 @@ pub(super) fn plan_into<'a, P: Put<'a>>(
         options,
         modes,
         fresh: false,
+        force: options.force || modes.force,
     };
     match out.plan(ctx, key, name, limit, lease, &at) {
         // Under a policy, another algorithm's state (or variant's) reads as

@@ -25,12 +25,15 @@ pub(super) fn plan_log<'a>(
         .as_ref()
         .and_then(ZsetLog::newest_member)
         .map_or(0, |m| m.wrapping_add(1));
+    let force = at.force;
     let p = plan_change(
         at.options.op,
+        force,
         |cost| {
-            let outcome = match &zset {
-                Some(z) => log.decide(z, now_us, cost)?,
-                None => log.decide(&[][..], now_us, cost)?,
+            let outcome = match (&zset, force) {
+                (Some(z), false) => log.decide(z, now_us, cost)?,
+                (None, false) => log.decide(&[][..], now_us, cost)?,
+                (zset, true) => forced_log(log, zset.as_ref(), now_us, cost)?,
             };
             Ok((outcome.decision, outcome.update))
         },
@@ -54,23 +57,11 @@ pub(super) fn plan_log<'a>(
     )?;
     let write = match p.change {
         Change::Nothing => Write::Nothing,
-        Change::Take(mut update) => {
-            update.expire_at_us = update.expire_at_us.min(cap_us);
-            // The entries the write removes, read (and checked) now: an
-            // error leaves every key of the call untouched.
-            let stale = match &zset {
-                Some(z) if !at.options.peek => {
-                    z.stale_members(update.remove_through_us, update.remove_at_most)?
-                }
-                _ => Vec::new(),
-            };
-            Write::LogTake {
-                update,
-                stale,
-                next_member,
-                limit: log.limit(),
-            }
-        }
+        Change::Take(update) => take(&zset, update, None, next_member, log, at, cap_us)?,
+        Change::TakeBlocked {
+            take: update,
+            until_us,
+        } => take(&zset, update, Some(until_us), next_member, log, at, cap_us)?,
         Change::Refund((remove_newest, delete, expire_at_us)) => {
             let in_force = p.block_in_force_until_us;
             Write::LogRefund {
@@ -84,7 +75,58 @@ pub(super) fn plan_log<'a>(
         }
         Change::Block { until_us } => block(&key, until_us, cap_us)?,
     };
-    Ok((key, planned(name, at.modes, p.decision, p.blocked, write)))
+    Ok((
+        key,
+        planned(name, at.modes, at.force, p.decision, p.blocked, write),
+    ))
+}
+
+/// `FORCE`'s decision on a log, out of the plain path.
+#[cold]
+#[inline(never)]
+fn forced_log(
+    log: &SlidingLog,
+    zset: Option<&ZsetLog>,
+    now_us: i64,
+    cost: i64,
+) -> Result<crate::algorithm::sliding_log::LogOutcome> {
+    match zset {
+        Some(z) => log.force(z, now_us, cost),
+        None => log.force(&[][..], now_us, cost),
+    }
+}
+
+/// The write of a take's `update` to the log (`FORCE`: behind a block
+/// until `block_until_us`, the key expiring no earlier than its end).
+#[inline(always)]
+fn take(
+    zset: &Option<ZsetLog>,
+    mut update: LogUpdate,
+    block_until_us: Option<i64>,
+    next_member: i64,
+    log: &SlidingLog,
+    at: &At,
+    cap_us: i64,
+) -> Result<Write> {
+    update.expire_at_us = update
+        .expire_at_us
+        .max(block_until_us.unwrap_or(i64::MIN))
+        .min(cap_us);
+    // The entries the write removes, read (and checked) now: an error
+    // leaves every key of the call untouched.
+    let stale = match zset {
+        Some(z) if !at.options.peek => {
+            z.stale_members(update.remove_through_us, update.remove_at_most)?
+        }
+        _ => Vec::new(),
+    };
+    Ok(Write::LogTake {
+        update,
+        stale,
+        next_member,
+        limit: log.limit(),
+        block_until_us,
+    })
 }
 
 /// The write of a block until `until_us` to a sorted set (a log or a lease

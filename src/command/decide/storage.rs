@@ -54,13 +54,14 @@ pub(super) trait StringState {
     /// How far after the call an expiry this limiter writes may lie
     /// ([`Algorithm::EXPIRY_HORIZON_US`]).
     fn expiry_horizon_us(&self) -> i64;
-    /// Decides a take: the decision and, when allowed, the new state with
-    /// its expiry.
+    /// Decides a take: the decision and, when allowed (or `force`d), the
+    /// new state with its expiry.
     fn take(
         &self,
         state: Option<&Self::State>,
         now_us: i64,
         cost: i64,
+        force: bool,
     ) -> Result<(Decision, Written<Self::Pending>)>;
     /// Decides a refund: the decision and its write (`Some(None)`: the
     /// limiter is full again, delete the key).
@@ -109,13 +110,17 @@ impl<A: Algorithm> StringState for Fixed<'_, A> {
         A::EXPIRY_HORIZON_US
     }
 
-    #[inline]
+    #[inline(always)] // its FORCE branch out of line: the plain path as before
     fn take(
         &self,
         state: Option<&A::State>,
         now_us: i64,
         cost: i64,
+        force: bool,
     ) -> Result<(Decision, Written<A::State>)> {
+        if force {
+            return forced_take(self.0, state.copied(), now_us, cost);
+        }
         let outcome = self.0.decide(state.copied(), now_us, cost)?;
         let update = outcome.update.map(|u| (u.state, u.expire_at_us));
         Ok((outcome.decision, update))
@@ -219,8 +224,13 @@ impl StringState for Buckets<'_> {
         state: Option<&Self::State>,
         now_us: i64,
         cost: i64,
+        force: bool,
     ) -> Result<(Decision, Written<Vec<u8>>)> {
-        let outcome = self.0.decide(state, now_us, cost)?;
+        let outcome = if force {
+            forced_buckets(self.0, state, now_us, cost)?
+        } else {
+            self.0.decide(state, now_us, cost)?
+        };
         let update = outcome
             .update
             .map(|u| (Self::encode(u.state), u.expire_at_us));
@@ -260,6 +270,44 @@ impl StringState for Buckets<'_> {
     ) -> Write {
         bytes_write(block, inner, old_len, expire_at_us)
     }
+}
+
+/// `FORCE`'s state behind a block, out of the plain path.
+#[cold]
+#[inline(never)]
+fn blocked_write<L: StringState>(
+    until_us: i64,
+    state: &L::Pending,
+    old_len: Option<usize>,
+    expire_at_us: i64,
+) -> Write {
+    L::write_state(Some(until_us), state, old_len, expire_at_us)
+}
+
+/// `FORCE`'s take ([`crate::algorithm::forced`]), out of the plain path.
+#[cold]
+#[inline(never)]
+fn forced_take<A: Algorithm>(
+    algorithm: &A,
+    state: Option<A::State>,
+    now_us: i64,
+    cost: i64,
+) -> Result<(Decision, Written<A::State>)> {
+    let outcome = crate::algorithm::forced(algorithm, state, now_us, cost)?;
+    let update = outcome.update.map(|u| (u.state, u.expire_at_us));
+    Ok((outcome.decision, update))
+}
+
+/// `FORCE`'s take of a bucketed window, out of the plain path.
+#[cold]
+#[inline(never)]
+fn forced_buckets(
+    window: &BucketWindow,
+    state: Option<&bucket_window::BucketCounts>,
+    now_us: i64,
+    cost: i64,
+) -> Result<crate::algorithm::Outcome<bucket_window::BucketCounts>> {
+    window.force(state, now_us, cost)
 }
 
 /// A refund's write: `None` when it changes nothing, `Some(None)` to
@@ -313,9 +361,11 @@ pub(super) fn plan_string<'a, L: StringState, P: Put<'a>>(
     // Every expiry written is at most the horizon ahead: a cap that binds
     // only on a state whose times lie ahead (the clock stepped back).
     let cap_us = now_us.saturating_add(limiter.expiry_horizon_us());
+    let force = at.force;
     let p = plan_change(
         at.options.op,
-        |cost| limiter.take(state.as_ref(), now_us, cost),
+        force,
+        |cost| limiter.take(state.as_ref(), now_us, cost, force),
         |tokens| limiter.refund(state.as_ref(), now_us, tokens),
         stored.is_some(),
         blocked_until_us,
@@ -337,6 +387,10 @@ pub(super) fn plan_string<'a, L: StringState, P: Put<'a>>(
             None => Write::Delete,
             Some(until) => L::write_bytes(Some(until), b"", old_len, until),
         },
+        Change::TakeBlocked {
+            take: (state, expire_at_us),
+            until_us,
+        } => blocked_write::<L>(until_us, &state, old_len, expire_at_us.min(cap_us)),
         Change::Block { until_us } => {
             let current_us = key
                 .abs_expire_ms()?
@@ -345,7 +399,10 @@ pub(super) fn plan_string<'a, L: StringState, P: Put<'a>>(
             L::write_bytes(Some(until_us), inner_bytes, old_len, current_us)
         }
     };
-    Ok(out.put(key, planned(name, at.modes, p.decision, p.blocked, write)))
+    Ok(out.put(
+        key,
+        planned(name, at.modes, at.force, p.decision, p.blocked, write),
+    ))
 }
 
 /// A bucketed sliding window's value behind a block until `block_until_us`

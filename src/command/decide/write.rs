@@ -30,6 +30,9 @@ pub(super) enum Write {
         stale: Vec<OwnedString>,
         next_member: i64,
         limit: i64,
+        /// `FORCE` past the limit with a block to write: its end (µs),
+        /// whose member is (re)scored after the entries are added.
+        block_until_us: Option<i64>,
     },
     /// Block a sliding log until then (µs); the key expires at
     /// `expire_at_ms`.
@@ -72,6 +75,9 @@ pub(super) enum Effect<'w> {
         score: Option<OwnedString>,
         added: Vec<OwnedString>,
         expire_at_ms: i64,
+        /// A block written after the entries (`FORCE` with `BLOCK`): its
+        /// score and member.
+        block: Option<(OwnedString, OwnedString)>,
     },
     /// A lease written: slots removed (expired ones, then the lease's own),
     /// slots added at `score_us` (made a string only to propagate).
@@ -185,14 +191,20 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
             ref stale,
             next_member,
             limit,
+            block_until_us,
         } => {
             let w = log_glue::write(ctx, key, &update, stale, next_member, limit)?;
+            let block = match block_until_us {
+                Some(until_us) => Some(log_glue::block(ctx, key, until_us, w.expire_at_ms)?),
+                None => None,
+            };
             Effect::Zset {
                 stale,
                 removed: Vec::new(),
                 score: Some(w.score),
                 added: w.added,
                 expire_at_ms: w.expire_at_ms,
+                block,
             }
         }
         Write::LogBlock {
@@ -206,6 +218,7 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
                 score: Some(score),
                 added: vec![member],
                 expire_at_ms,
+                block: None,
             }
         }
         Write::Lease {
@@ -245,6 +258,7 @@ pub(super) fn apply<'w>(ctx: Ctx, key: &mut Key, write: &'w Write) -> Result<Eff
                     score: None,
                     added: Vec::new(),
                     expire_at_ms,
+                    block: None,
                 }
             }
         }
@@ -353,6 +367,7 @@ pub(super) fn announce(
             score,
             added,
             expire_at_ms,
+            block,
         } => {
             if propagating {
                 if !stale.is_empty() || !removed.is_empty() {
@@ -360,6 +375,9 @@ pub(super) fn announce(
                 }
                 if let (Some(score), false) = (score, added.is_empty()) {
                     effects::replicate_zadd(ctx, name, score, added)?;
+                }
+                if let Some((score, member)) = block {
+                    effects::replicate_zadd(ctx, name, score, std::slice::from_ref(member))?;
                 }
                 effects::replicate_pexpireat(ctx, name, *expire_at_ms)?;
             }

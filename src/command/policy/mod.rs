@@ -69,7 +69,7 @@ impl Policy {
     /// every call with [`Error::OverBudget`]).
     pub fn is_usable(&self) -> bool {
         self.rule.as_ref().is_ok_and(|rule| {
-            super::decide::check_budget([&rule.limit], super::decide::Op::Take(1)).is_ok()
+            super::decide::check_budget([(&rule.limit, false)], super::decide::Op::Take(1)).is_ok()
         })
     }
 }

@@ -11,12 +11,14 @@ fn a_refund_lowers_the_current_windows_count() {
         window_start_us: T0,
         count: 4,
         first: false,
+        debt: false,
     };
     let r = fw.refund(Some(s), T0 + 200 * MS, 3).unwrap();
     let back = WindowCount {
         window_start_us: T0,
         count: 1,
         first: false,
+        debt: false,
     };
     assert_eq!(
         r.write,
@@ -101,6 +103,7 @@ fn a_stored_start_at_now_off_the_window_grid_starts_afresh() {
         window_start_us: T0 + 500 * MS,
         count: 2,
         first: false,
+        debt: false,
     };
     let d = fw.decide(Some(s), T0 + 500 * MS, 1).unwrap().decision;
     assert_eq!((d.limited, d.remaining), (false, 1));
@@ -214,6 +217,7 @@ fn state_codec_round_trips_and_rejects_foreign_values() {
         window_start_us: 1_763_700_000_000_000,
         count: 42,
         first: false,
+        debt: false,
     };
     let n = FixedWindow::encode(&s, &mut buf);
     assert_eq!(&buf[..n], b"1763700000000000:42");
@@ -230,6 +234,99 @@ fn state_codec_round_trips_and_rejects_foreign_values() {
     ] {
         assert_eq!(FixedWindow::decode(bad), None, "{bad:?}");
     }
+}
+
+#[test]
+fn a_forced_count_past_the_limit_is_repaid_by_the_next_windows() {
+    use crate::algorithm::table::run_forced;
+    // 10 per second.
+    for fw in [
+        FixedWindow::new(10, S).unwrap(),
+        FixedWindow::first(10, S).unwrap(),
+    ] {
+        run_forced(
+            &fw,
+            &[
+                (0, 8, true, false, 2, None, S),
+                // 23 counted: 13 past the limit. The next window repays
+                // 10 (3 still owed), the one after is free again.
+                (0, 15, true, true, 0, Some(2 * S), 3 * S),
+                (0, 1, false, true, 0, Some(2 * S), 3 * S),
+                // The next window starts in debt: 13 counted.
+                (S, 1, false, true, 0, Some(S), 2 * S),
+                (2 * S - 1, 1, false, true, 0, Some(1), S + 1),
+                // Then 3 are still counted.
+                (2 * S, 1, false, false, 6, None, S),
+            ],
+        );
+    }
+    // A count within the limit is never carried (old keys read as before),
+    // even under a lower limit: only a state written in debt carries.
+    let fw = FixedWindow::new(10, S).unwrap();
+    let full = WindowCount {
+        window_start_us: T0,
+        count: 10,
+        first: false,
+        debt: false,
+    };
+    let d = fw.decide(Some(full), T0 + S, 10).unwrap().decision;
+    assert!(!d.limited);
+    let lower = FixedWindow::new(4, S).unwrap();
+    let d = lower.decide(Some(full), T0 + S, 4).unwrap().decision;
+    assert!(!d.limited);
+    let mut buf = [0u8; crate::algorithm::STATE_BUF_LEN];
+    let n = FixedWindow::encode(&WindowCount { debt: true, ..full }, &mut buf);
+    assert_eq!(&buf[..n], format!("{T0}:10:D").as_bytes());
+    // The ALIGN FIRST chain: a window in debt at T0 + 0.5 s rolls on at
+    // T0 + 1.5 s, T0 + 2.5 s…; once repaid, the next request starts one.
+    let first = FixedWindow::first(2, S).unwrap();
+    let s = crate::algorithm::forced(&first, None, T0 + 500 * MS, 5)
+        .unwrap()
+        .update
+        .unwrap();
+    assert_eq!(s.expire_at_us, T0 + 3_500 * MS);
+    let d = first.decide(Some(s.state), T0 + 2_600 * MS, 1).unwrap();
+    assert_eq!(
+        (d.decision.limited, d.decision.remaining),
+        (false, 0),
+        "one owed in the third window, one taken"
+    );
+    assert_eq!(d.update.unwrap().state.window_start_us, T0 + 2_500 * MS);
+    let d = first.decide(Some(s.state), T0 + 3_600 * MS, 1).unwrap();
+    assert_eq!(d.update.unwrap().state.window_start_us, T0 + 3_600 * MS);
+    // A refund lowers the debt.
+    let r = fw
+        .refund(
+            Some(WindowCount {
+                window_start_us: T0,
+                count: 25,
+                first: false,
+                debt: true,
+            }),
+            T0 + S,
+            4,
+        )
+        .unwrap();
+    assert_eq!(
+        r.write,
+        RefundWrite::Set(Update {
+            state: WindowCount {
+                window_start_us: T0 + S,
+                count: 11,
+                first: false,
+                debt: true,
+            },
+            expire_at_us: T0 + 3 * S
+        })
+    );
+    // Past the horizon: an error.
+    let yearly = FixedWindow::new(1, crate::time::MAX_PERIOD_US).unwrap();
+    assert_eq!(
+        crate::algorithm::forced(&yearly, None, T0, 2),
+        Err(Error::ForceTooMuch {
+            why: crate::error::FORCE_PAST_HORIZON
+        })
+    );
 }
 
 #[test]
@@ -304,6 +401,7 @@ fn a_calendar_window_keeps_counting_a_later_stored_window() {
         window_start_us: march,
         count: 3,
         first: false,
+        debt: false,
     };
     let out = fw.decide(Some(s), march - S, 1).unwrap();
     assert_eq!(

@@ -248,3 +248,45 @@ fn clock_stepping_back_gives_no_negative_times() {
         (0, Some(10 * S + 100 * MS), 10 * S + 500 * MS)
     );
 }
+
+#[test]
+fn a_forced_cost_takes_the_bucket_below_zero() {
+    use crate::algorithm::table::run_forced;
+    // Capacity 5, 10 per second: one token every 100 ms.
+    let bucket = TokenBucket::new(5, 10, S).unwrap();
+    let last = run_forced(
+        &bucket,
+        &[
+            (0, 3, true, false, 2, None, 300 * MS),
+            // 3 below zero: full again in 800 ms, one more in 400 ms.
+            (0, 5, true, true, 0, Some(400 * MS), 800 * MS),
+            (0, 1, false, true, 0, Some(400 * MS), 800 * MS),
+            (399 * MS, 1, false, true, 0, Some(MS), 401 * MS),
+            (400 * MS, 1, false, false, 0, None, 500 * MS),
+        ],
+    );
+    // The debt is the instant the bucket is full again, further ahead: the
+    // encoding of a bucket not in debt is unchanged.
+    let mut buf = [0u8; STATE_BUF_LEN];
+    let n = TokenBucket::encode(&last.unwrap(), &mut buf);
+    assert_eq!(&buf[..n], format!("{}", T0 + 900 * MS).as_bytes());
+    // A third of a token: exact in debt too.
+    let thirds = TokenBucket::new(3, 3, S).unwrap();
+    let out = crate::algorithm::forced(&thirds, None, T0, 4).unwrap();
+    assert_eq!(
+        out.update.unwrap().state,
+        FullAt {
+            full_at_us: T0 + 1_333_333,
+            remainder: 1
+        }
+    );
+    assert_eq!(out.decision.retry_after_us, Some(666_667));
+    // Past the horizon: an error.
+    let slow = TokenBucket::new(1, 1, crate::time::MAX_PERIOD_US).unwrap();
+    assert_eq!(
+        crate::algorithm::forced(&slow, None, T0, 2),
+        Err(Error::ForceTooMuch {
+            why: crate::error::FORCE_PAST_HORIZON
+        })
+    );
+}
