@@ -41,7 +41,7 @@
 
 use super::{
     check_limit_and_window, parse_decimal, refunded, sub, window_start, write_decimal, Algorithm,
-    Decision, Outcome, RefundWrite, Refunded, Update, STATE_BUF_LEN,
+    Decision, Outcome, RefundWrite, Refunded, Update, EXACT_LIMIT, STATE_BUF_LEN,
 };
 use crate::calendar::{Calendar, Zone};
 use crate::error::{Error, Result};
@@ -373,9 +373,14 @@ impl Algorithm for FixedWindow {
         cost: i64,
     ) -> Result<Update<WindowCount>> {
         let (start_us, count, end_us, _) = self.counted(state, now_us)?;
-        let new_count = count.checked_add(cost.max(0)).ok_or(Error::ForceTooMuch {
-            why: crate::error::FORCE_PAST_HORIZON,
-        })?;
+        // Counts stay below 2^53, as the Functions library's exact integers
+        // do: the same forced cost is refused by both engines.
+        let new_count = count
+            .checked_add(cost.max(0))
+            .filter(|&c| c < EXACT_LIMIT)
+            .ok_or(Error::ForceTooMuch {
+                why: crate::error::FORCE_PAST_HORIZON,
+            })?;
         // A calendar window's count past the limit lasts to its end: its
         // windows are of several lengths, no debt is carried over them.
         let debt = new_count > self.limit && self.calendar.is_none();

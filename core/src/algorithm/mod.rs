@@ -89,6 +89,11 @@ pub struct Refunded<S> {
 /// Room for any encoded state of a string-backed algorithm.
 pub const STATE_BUF_LEN: usize = 64;
 
+/// 2^53: a window's count recorded by `FORCE` stays below it, the largest
+/// integer range the Functions library (Lua's doubles) computes exactly, so
+/// that both engines refuse the same forced cost.
+pub const EXACT_LIMIT: i64 = 1 << 53;
+
 /// A rate-limiting algorithm whose state is one Redis string.
 pub trait Algorithm {
     /// The per-key state, decoded from the key's string value.

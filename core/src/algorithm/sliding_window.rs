@@ -31,7 +31,7 @@
 
 use super::{
     check_limit_and_window, parse_decimal, refunded, sub, to_i64, window_start, write_decimal,
-    Algorithm, Decision, Outcome, RefundWrite, Refunded, Update, STATE_BUF_LEN,
+    Algorithm, Decision, Outcome, RefundWrite, Refunded, Update, EXACT_LIMIT, STATE_BUF_LEN,
 };
 use crate::error::{Error, Result};
 
@@ -237,7 +237,12 @@ impl Algorithm for SlidingWindow {
             Some(s) if Some(s.window_start_us) == start_us.checked_sub(w) => (s.current, 0),
             _ => (0, 0),
         };
-        let current = current.checked_add(cost.max(0)).ok_or(Error::Overflow)?;
+        // Below 2^53, as the Functions library's exact integers: a forced
+        // cost past it is refused by both engines alike.
+        let current = current
+            .checked_add(cost.max(0))
+            .filter(|&c| c < EXACT_LIMIT)
+            .ok_or(Error::Overflow)?;
         let expire_at_us = w
             .checked_mul(2)
             .and_then(|d| start_us.checked_add(d))
