@@ -343,3 +343,34 @@ fn a_repeated_call_counts_in_the_same_calendar_window() {
     let value: String = query(&mut con, &["GET", "again"]).unwrap();
     assert_eq!(value, format!("{}:3", instant("2030-02-01 00:00 UTC")));
 }
+
+#[test]
+fn force_on_a_calendar_window_overshoots_until_the_boundary_only() {
+    let server = Server::start();
+    let mut con = server.connect();
+    // A +05:45 month: a charge of 5 on a limit of 2 is recorded (FORCE),
+    // refuses until the next local 1st, and is not carried past it.
+    let boundary_us = instant("2030-07-31 18:15 UTC");
+    let hour_us = 3_600_000_000;
+    let args = ["RL.FIXEDWINDOW", "force:cal", "2", "MONTH", "TZ", "+05:45"];
+    let mut forced = args.to_vec();
+    forced.extend(["TOKENS", "5", "FORCE"]);
+    assert_eq!(
+        call_at(&mut con, boundary_us - hour_us, &forced),
+        [1, 2, 0, 3_600_000, 3_600_000],
+        "an overshoot: limited, retry and reset at the boundary"
+    );
+    let value: String = query(&mut con, &["GET", "force:cal"]).unwrap();
+    assert_eq!(value, format!("{}:5", boundary_us - 31 * 86_400_000_000));
+    assert_eq!(
+        call_at(&mut con, boundary_us - 1_000, &args),
+        [1, 2, 0, 1, 1],
+        "refused until the boundary"
+    );
+    let august_ms = 31 * 86_400_000;
+    assert_eq!(
+        call_at(&mut con, boundary_us, &args),
+        [0, 2, 1, -1, august_ms],
+        "no debt carried into August"
+    );
+}

@@ -69,6 +69,18 @@ impl Unit {
         }
     }
 
+    /// The module's calendar window keyword for this unit (`DAY`, `WEEK`,
+    /// `MONTH`, `YEAR`); `None` for units shorter than a day.
+    pub fn calendar_keyword(self) -> Option<&'static str> {
+        match self {
+            Unit::Day => Some("DAY"),
+            Unit::Week => Some("WEEK"),
+            Unit::Month => Some("MONTH"),
+            Unit::Year => Some("YEAR"),
+            Unit::Second | Unit::Minute | Unit::Hour => None,
+        }
+    }
+
     /// The protobuf enum value of `RateLimitResponse.RateLimit.Unit`.
     pub fn proto(self) -> i32 {
         match self {
@@ -144,6 +156,10 @@ pub struct Rule {
     /// The most requests admitted at once (token bucket capacity, GCRA
     /// burst); `None`: `requests_per_unit`.
     pub burst: Option<u32>,
+    /// `calendar: true`: the time zone of the rule's calendar windows
+    /// (`FIXEDWINDOW n DAY|WEEK|MONTH|YEAR TZ zone`); `None`: envoy's fixed
+    /// lengths (a month is 30 days).
+    pub calendar: Option<String>,
     /// [`Rule::module_limit`], computed once when the rule is built
     /// ([`Rule::with_module_args`]) rather than on every request.
     pub module_args: Option<Arc<[String]>>,
@@ -168,7 +184,8 @@ impl Rule {
     /// `["FIXEDWINDOW", "10", "60"]`; `None` for a rule that admits nothing
     /// (`requests_per_unit: 0`, or `burst: 0`) or has no unit (unlimited).
     pub fn module_limit(&self) -> Option<Vec<String>> {
-        let unit = self.unit?.seconds().to_string();
+        let unit_kind = self.unit?;
+        let unit = unit_kind.seconds().to_string();
         let per_unit = self.requests_per_unit;
         let burst = self.burst.unwrap_or(per_unit);
         if per_unit == 0 || burst == 0 {
@@ -176,7 +193,18 @@ impl Rule {
         }
         let n = per_unit.to_string();
         Some(match self.algorithm {
-            Algorithm::FixedWindow => vec!["FIXEDWINDOW".into(), n, unit],
+            Algorithm::FixedWindow => match (&self.calendar, unit_kind.calendar_keyword()) {
+                (Some(zone), Some(word)) => {
+                    vec![
+                        "FIXEDWINDOW".into(),
+                        n,
+                        word.into(),
+                        "TZ".into(),
+                        zone.clone(),
+                    ]
+                }
+                _ => vec!["FIXEDWINDOW".into(), n, unit],
+            },
             Algorithm::SlidingWindow => vec!["SLIDINGWINDOW".into(), n, unit],
             Algorithm::SlidingLog => vec!["SLIDINGLOG".into(), n, unit],
             Algorithm::TokenBucket => vec!["TOKENBUCKET".into(), burst.to_string(), n, unit],

@@ -47,6 +47,12 @@ pub fn key(
     if let Some(unit) = m.rule.unit {
         key.push_str(&unit.seconds().to_string());
     }
+    // A calendar window keeps other keys than envoy's fixed length of the
+    // same unit: its zone is part of the key (`…_fw2592000@Europe/Paris`).
+    if let Some(zone) = &m.rule.calendar {
+        key.push('@');
+        key.push_str(zone);
+    }
     key
 }
 

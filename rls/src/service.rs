@@ -210,6 +210,7 @@ fn override_rule(parts: Vec<String>, requests_per_unit: u32, unit: crate::config
         detailed_metric: false,
         algorithm: crate::config::Algorithm::FixedWindow,
         burst: None,
+        calendar: None,
         module_args: None,
         id: Rule::OVERRIDE,
         stat_parts: parts,

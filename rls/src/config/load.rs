@@ -59,6 +59,13 @@ pub(super) struct YamlRateLimit {
     /// Ours: the burst (token bucket capacity, GCRA burst).
     #[serde(default)]
     burst: Option<u32>,
+    /// Ours: a `fixed_window` rule of unit day, week, month or year whose
+    /// windows run from one local calendar boundary to the next.
+    #[serde(default)]
+    calendar: bool,
+    /// Ours: the calendar window's time zone (IANA name, `UTC` or `±hh:mm`).
+    #[serde(default)]
+    time_zone: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -217,6 +224,7 @@ pub(super) fn load_descriptors(
                     _ => {}
                 }
             }
+            let calendar = calendar_zone(file, &full_key, rl, unit, algorithm)?;
             let r = Arc::new(
                 Rule {
                     full_key: full_key.clone(),
@@ -229,6 +237,7 @@ pub(super) fn load_descriptors(
                     detailed_metric: d.detailed_metric,
                     algorithm,
                     burst: rl.burst,
+                    calendar,
                     module_args: None,
                     id: rules.len(),
                     stat_parts: stat_parts.clone(),
@@ -267,6 +276,64 @@ pub(super) fn load_descriptors(
         parent.children.insert(final_key, node);
     }
     Ok(())
+}
+
+/// The time zone of a `calendar: true` rule (`UTC` when `time_zone` is
+/// absent); `None` for a rule without `calendar`. Errors: `time_zone` without
+/// `calendar: true`, `calendar` on a unit shorter than a day or an algorithm
+/// other than `fixed_window`, and a zone that is neither `UTC`, a fixed offset
+/// `±hh:mm` nor a name of the tz database (jiff's bundled copy, as the module's).
+fn calendar_zone(
+    file: &str,
+    full_key: &str,
+    rl: &YamlRateLimit,
+    unit: Option<Unit>,
+    algorithm: Algorithm,
+) -> Result<Option<String>, ConfigError> {
+    if !rl.calendar {
+        return match rl.time_zone {
+            Some(_) => Err(error(
+                file,
+                format!("'{full_key}': time_zone applies to calendar: true rules only"),
+            )),
+            None => Ok(None),
+        };
+    }
+    if !matches!(
+        unit,
+        Some(Unit::Day | Unit::Week | Unit::Month | Unit::Year)
+    ) {
+        return Err(error(
+            file,
+            format!("'{full_key}': calendar takes unit day, week, month or year"),
+        ));
+    }
+    if algorithm != Algorithm::FixedWindow {
+        return Err(error(
+            file,
+            format!("'{full_key}': calendar applies to fixed_window rules only"),
+        ));
+    }
+    let zone = rl.time_zone.clone().unwrap_or_else(|| "UTC".to_string());
+    if !valid_zone(&zone) {
+        return Err(error(
+            file,
+            format!("'{full_key}': unknown time zone '{zone}'"),
+        ));
+    }
+    Ok(Some(zone))
+}
+
+/// Whether the module takes `zone` after `TZ`: `UTC`, `±hh:mm` (hours 00–23,
+/// minutes 00–59), or a name of the tz database.
+pub(super) fn valid_zone(zone: &str) -> bool {
+    let b = zone.as_bytes();
+    if b.len() == 6 && (b[0] == b'+' || b[0] == b'-') && b[3] == b':' {
+        let digits = |i: usize| b[i].is_ascii_digit() && b[i + 1].is_ascii_digit();
+        let num = |i: usize| u32::from(b[i] - b'0') * 10 + u32::from(b[i + 1] - b'0');
+        return digits(1) && digits(4) && num(1) <= 23 && num(4) <= 59;
+    }
+    zone.eq_ignore_ascii_case("UTC") || jiff::tz::TimeZone::get(zone).is_ok()
 }
 
 /// Whether `value` matches a pattern split on `*` (each `*` matches zero or

@@ -568,3 +568,64 @@ fn the_example_configuration_loads() {
         .unwrap();
     assert_eq!(m.rule.algorithm, Algorithm::SlidingWindow);
 }
+
+#[test]
+fn calendar_rules_send_the_modules_calendar_window() {
+    let c = load(
+        "domain: api
+descriptors:
+  - key: month
+    rate_limit: {unit: month, requests_per_unit: 1000, calendar: true, time_zone: Europe/Paris}
+  - key: day
+    rate_limit: {unit: day, requests_per_unit: 500, calendar: true}
+  - key: week
+    rate_limit: {unit: week, requests_per_unit: 5, calendar: true, time_zone: '+05:30'}
+  - key: fixed
+    rate_limit: {unit: month, requests_per_unit: 1000}
+",
+    );
+    let args = |k: &str| c.get_limit("api", &[(k, "x")]).unwrap().rule.module_limit();
+    let v = |s: &[&str]| Some(s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        args("month"),
+        v(&["FIXEDWINDOW", "1000", "MONTH", "TZ", "Europe/Paris"])
+    );
+    assert_eq!(args("day"), v(&["FIXEDWINDOW", "500", "DAY", "TZ", "UTC"]));
+    assert_eq!(
+        args("week"),
+        v(&["FIXEDWINDOW", "5", "WEEK", "TZ", "+05:30"])
+    );
+    // Without calendar: envoy's fixed lengths keep their meaning (a month is 30 days).
+    assert_eq!(args("fixed"), v(&["FIXEDWINDOW", "1000", "2592000"]));
+}
+
+#[test]
+fn calendar_rules_are_checked_at_load() {
+    let rule = |r: &str| format!("domain: api\ndescriptors:\n  - key: k\n    rate_limit: {r}\n");
+    let cases = [
+        (
+            "{unit: hour, requests_per_unit: 1, calendar: true}",
+            "calendar takes unit day, week, month or year",
+        ),
+        (
+            "{unit: day, requests_per_unit: 1, algorithm: gcra, calendar: true}",
+            "calendar applies to fixed_window rules only",
+        ),
+        (
+            "{unit: day, requests_per_unit: 1, time_zone: UTC}",
+            "time_zone applies to calendar: true rules only",
+        ),
+        (
+            "{unit: day, requests_per_unit: 1, calendar: true, time_zone: Mars/Olympus}",
+            "unknown time zone 'Mars/Olympus'",
+        ),
+        (
+            "{unit: day, requests_per_unit: 1, calendar: true, time_zone: '+24:00'}",
+            "unknown time zone '+24:00'",
+        ),
+    ];
+    for (r, want) in cases {
+        let e = load_err(&rule(r));
+        assert!(e.contains(want), "{r}: {e}");
+    }
+}
