@@ -300,6 +300,18 @@ WORST_CALLS = [
      _all_logs(64, 1, "60", 1), "stale1000"),
     ("FCALL rl_all 64 × SLIDINGLOG 1 60 TOKENS 1 over 1,000 stale entries per log (removes 3,872)",
      ["FCALL", "rl_all", *_all_logs(64, 1, "60", 1)[1:]], "stale1000"),
+    # A member of 32 MiB another client wrote (issue 41): refused, at the
+    # floor of one copy of it (the module) or one read into Lua (the library).
+    ("RL.SLIDINGLOG 10 60 on a log with a 32 MiB stale member (ERR)",
+     ["RL.SLIDINGLOG", "w", "10", "60"], "bigmember"),
+    ("FCALL rl_slidinglog 10 60 on a log with a 32 MiB stale member (ERR)",
+     ["FCALL", "rl_slidinglog", "1", "w", "10", "60"], "bigmember"),
+    ("RL.CONCURRENCY 10 60 ACQUIRE a on a set with a 32 MiB live member (ERR)",
+     ["RL.CONCURRENCY", "w", "10", "60", "ACQUIRE", "a"], "bigmember"),
+    ("FCALL rl_concurrency 10 60 ACQUIRE a on a set with a 32 MiB live member (ERR)",
+     ["FCALL", "rl_concurrency", "1", "w", "10", "60", "ACQUIRE", "a"], "bigmember"),
+    ("ZRANGE w 0 0 of the 32 MiB member (the floor: the server hands it to a client)",
+     ["ZRANGE", "w", "0", "0"], "bigmember"),
     ("RL.ALL 64 × CONCURRENCY 31 60 ACQUIRE a TOKENS 31 over 1,000 expired leases per set",
      _all_leases(64, 31, "60", 31), "expired1000"),
     ("FCALL rl_all 64 × CONCURRENCY 31 60 ACQUIRE a TOKENS 31 over 1,000 expired leases per set",
@@ -307,7 +319,7 @@ WORST_CALLS = [
 ]
 
 # Modes whose timed call writes nothing: their keys are prepared once.
-_PREPARED_ONCE = {"foreign", "huge", "ahead", "bigstring"}
+_PREPARED_ONCE = {"foreign", "huge", "ahead", "bigstring", "bigmember"}
 
 # Fills KEYS[1] with ARGV[2] entries scored ARGV[1] + i, members ARGV[3] ..
 # (i + ARGV[4]), in ZADDs of 1,000 (bench set-up only).
@@ -350,6 +362,13 @@ def _prepare(server, argv, mode):
     elif mode == "stale1000":
         for key in keys:
             server.cli("EVAL", _FILL_LOG, "1", key, old_us, 1000, "", 1)
+    elif mode == "bigmember":
+        # The 32 MiB member the oldest (a log's stale entry) and live (a
+        # lease's), then a newest entry the module could have written.
+        server.cli("EVAL", "redis.call('ZADD', KEYS[1], ARGV[1], string.rep('x', 33554432))",
+                   "1", keys[0], now_us + 10_000_000 if "ACQUIRE" in argv else old_us)
+        if "ACQUIRE" not in argv:
+            server.cli("ZADD", keys[0], now_us - 1000, "0")
     elif mode == "expired1000":
         for key in keys:
             server.cli("EVAL", _FILL_LOG, "1", key, old_us, 1000, "1:x", 1)
@@ -699,8 +718,13 @@ with `TOKENS 1000`; on empty logs, on logs full of stale entries (the call
 removes as many as it adds) and on full logs (refused after walking them);
 and the 64 × 1000 call the budget refuses. Target: median ≤ 5 ms (README,
 Operations → Bounded work per call); the max also shows the times the server
-was preempted on the shared VM. `bench/bench.py --worst-only` runs just
-these.
+was preempted on the shared VM. Issue 41 added rows for both engines (the
+library loaded beside the module, `FCALL`): a 64 MiB string, `RL.ALL` over
+64 logs (or lease sets) of 1,000 stale entries each, whose removals now
+count against the call budget, and a sorted set holding a 32 MiB member,
+with `ZRANGE key 0 0` of that member beside it (the floor: one copy; see
+docs/operations.md, Bounded work per call). `bench/bench.py --worst-only`
+runs just these (`--only TEXT`: the rows whose label holds TEXT).
 
 ## The instruction-count gate
 

@@ -587,9 +587,11 @@ pub fn poll_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-/// `SLOWLOG GET` entries (command and µs) of the module's commands.
+/// `SLOWLOG GET` entries (command and µs) of the module's commands, and
+/// of the library's calls (`FCALL`, `EVALSHA`): under
+/// `RATELIMIT_ENGINE=functions` the same checks hold the library to them.
 pub fn slow_module_calls(con: &mut redis::Connection) -> Vec<(String, i64)> {
-    slow_calls(con, false)
+    slow_calls(con, true)
 }
 
 /// [`slow_module_calls`], and the library's (`FCALL`, `EVALSHA`) too.
