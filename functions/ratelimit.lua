@@ -3010,9 +3010,9 @@ end
 -- read, or goes on into the full path with the clock read.
 local function fast_all(KINDS)
   local GCRA_LOOKUP, FIXED_LOOKUP = KINDS.GCRA[4], KINDS.FIXEDWINDOW[4]
-  -- Each limit and, for the write, its value and expiry (µs), by position:
-  -- reused by every call (no call runs inside another), which spares
-  -- tables.
+  -- Each limit and, for the write, its value and expiry (ms, decimal), by
+  -- position: reused by every call (no call runs inside another), which
+  -- spares tables.
   local LIMS, FIXED, VALUE, EXPIRE = {}, {}, {}, {}
   return function(keys, args, ro)
     local nkeys = #keys
@@ -3113,9 +3113,11 @@ local function fast_all(KINDS)
         if n <= limit and new_count <= limit then
           local finish = start + w
           if finish > now + MAX_PERIOD_US then finish = now + MAX_PERIOD_US end
+          local r = finish % 1000
+          finish = (finish - r) / 1000 + (r > 0 and 1 or 0)
           limited, remaining, retry, reset = false, limit - new_count, false, to_end
           VALUE[i] = (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
-          EXPIRE[i] = finish
+          EXPIRE[i] = DEC_OF[finish] or memo_dec(finish)
         else
           remaining = limit - c
           if remaining < 0 then remaining = 0 end
@@ -3136,7 +3138,9 @@ local function fast_all(KINDS)
           if new_ttl <= tau then
             x = tau - new_ttl
             limited, remaining, retry, reset = false, (x - x % t) / t, false, new_ttl
-            VALUE[i], EXPIRE[i] = format('%d', now + new_ttl), now + new_ttl
+            local tat = now + new_ttl
+            local r = tat % 1000
+            VALUE[i], EXPIRE[i] = format('%d', tat), format('%d', (tat - r) / 1000 + (r > 0 and 1 or 0))
           else
             x = tau - ttl
             limited, remaining, retry, reset = true, x > 0 and (x - x % t) / t or 0, new_ttl - tau, ttl
@@ -3160,11 +3164,7 @@ local function fast_all(KINDS)
       end
     end
     if not b_limited and not peek then
-      for i = 1, nkeys do
-        local e = EXPIRE[i]
-        local q = e % 1000
-        rcall('SET', keys[i], VALUE[i], 'PXAT', format('%d', (e - q) / 1000 + (q > 0 and 1 or 0)))
-      end
+      for i = 1, nkeys do rcall('SET', keys[i], VALUE[i], 'PXAT', EXPIRE[i]) end
     end
     local q, r = b_retry and b_retry % 1000, b_reset % 1000
     b_retry = b_retry and (b_retry - q) / 1000 + (q > 0 and 1 or 0) or -1
