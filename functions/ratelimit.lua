@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 16
+local VERSION = 17
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -399,7 +399,7 @@ end
 -- builds only what the called function uses.
 
 local GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, BUCKETWINDOW, CELL, SLIDINGLOG, CONCURRENCY
-local bucket_window_new, cell_new, reply_secs5, log_entries, log_forced_entries, e_over_budget, score_us, apply_log_block
+local bucket_window_new, cell_new, reply_secs5, log_entries, log_forced_entries, e_over_budget, score_us, apply_log_block, stale_want
 local e_zset_member, zset_open, zset_count_after, z_old_members
 
 local function check_limit_and_window(limit, window_us)
@@ -1681,8 +1681,12 @@ end
 
 -- The first `n` (at most) of the old entries zset_count_after fetched,
 -- each checked: what an allowed call removes, read before any key of the
--- call is written.
-function z_old_members(kind, z, n)
+-- call is written. At most what the call's budget has left (at.stale_left,
+-- shared by its limits in order, src/command/decide/mod.rs check_budget),
+-- which it spends; the others stay (never counted) for later calls.
+function z_old_members(kind, z, n, at)
+  local left = at.stale_left or SLIDING_LOG_CALL_BUDGET
+  if n > left then n = left end
   local fetched = z.old or {}
   if n > #fetched then n = #fetched end
   local members = {}
@@ -1691,7 +1695,18 @@ function z_old_members(kind, z, n)
     if not kind.is_member(m) then e_zset_member(kind, z) end
     members[i] = m
   end
+  at.stale_left = left - #members
   return members
+end
+
+-- The old entries to fetch for the removal: `want`, within what the call's
+-- budget has left (`left`, nil: the whole budget).
+function stale_want(want, left)
+  if left and left < want then
+    if left < 0 then return 0 end
+    return left
+  end
+  return want
 end
 end
 
@@ -1763,15 +1778,16 @@ local function log_nth_newest(z, k)
   return nil
 end
 
-function SLIDINGLOG.take(lim, z, now, cost)
+function SLIDINGLOG.take(lim, z, now, cost, left)
   local newest = z and z.newest
   local t = now
   if newest and newest > now then t = newest end
   local cutoff = t - lim.w
-  -- An allowed call (cost <= limit) removes up to cost + 128 stale entries.
+  -- An allowed call (cost <= limit) removes up to cost + 128 stale entries
+  -- (within what the call's budget has left).
   local removable = cost
   if removable > lim.limit then removable = lim.limit end
-  local live = zset_count_after(LOG_SET, z, cutoff, lim.limit + 1, removable + STALE_REMOVED_PER_CALL)
+  local live = zset_count_after(LOG_SET, z, cutoff, lim.limit + 1, stale_want(removable + STALE_REMOVED_PER_CALL, left))
   local reset = 0
   if newest and live > 0 then reset = newest + lim.w - now end
   local remaining = lim.limit - live
@@ -1788,22 +1804,22 @@ function SLIDINGLOG.take(lim, z, now, cost)
   local upd
   if cost > 0 then
     reset = expire - now
-    upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
+    upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire, live = live }
   end
   return { false, lim.limit, lim.limit - live - cost, false, reset }, upd
 end
 
 -- FORCE (sliding_log.rs force): the entries logged past the limit, at
 -- most twice the limit in the window.
-function SLIDINGLOG.force(lim, z, now, cost)
-  local d, upd = SLIDINGLOG.take(lim, z, now, cost)
+function SLIDINGLOG.force(lim, z, now, cost, left)
+  local d, upd = SLIDINGLOG.take(lim, z, now, cost, left)
   if not d[1] then return d, upd end
   local newest = z and z.newest
   local t = now
   if newest and newest > now then t = newest end
   local cutoff = t - lim.w
   local most = 2 * lim.limit
-  local live = zset_count_after(LOG_SET, z, cutoff, most + 1, cost + STALE_REMOVED_PER_CALL)
+  local live = zset_count_after(LOG_SET, z, cutoff, most + 1, stale_want(cost + STALE_REMOVED_PER_CALL, left))
   if cost > most - live then fail(E_FORCE.log) end
   local expire = t + lim.w
   local k = lim.limit - 1
@@ -1816,7 +1832,7 @@ function SLIDINGLOG.force(lim, z, now, cost)
     if ts then retry = ts + lim.w - now end
   end
   if retry < 1 then retry = 1 end
-  upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
+  upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire, live = live }
   return { true, lim.limit, 0, retry, expire - now }, upd
 end
 
@@ -1856,9 +1872,9 @@ function SLIDINGLOG.plan(key, lim, at)
   if not at.refund then
     local upd
     if at.force then
-      d, upd = SLIDINGLOG.force(lim, z, now, at.n)
+      d, upd = SLIDINGLOG.force(lim, z, now, at.n, at.stale_left)
     else
-      d, upd = SLIDINGLOG.take(lim, z, now, at.n)
+      d, upd = SLIDINGLOG.take(lim, z, now, at.n, at.stale_left)
     end
     if in_force then d = blocked_decision(d, in_force, now) end
     local until_
@@ -1882,7 +1898,7 @@ function SLIDINGLOG.plan(key, lim, at)
         -- The stale entries it removes, read and checked now, before any
         -- key of the call is written.
         if z and not at.peek then
-          upd.stale = z_old_members(LOG_SET, z, upd.remove_at_most)
+          upd.stale = z_old_members(LOG_SET, z, upd.remove_at_most, at)
         else
           upd.stale = {}
         end
@@ -1906,6 +1922,45 @@ function SLIDINGLOG.plan(key, lim, at)
   return d, write
 end
 
+-- Adds `count` (> 1) entries scored `at` (a string) to the log of `key`,
+-- as the member loop of SLIDINGLOG.apply would, in two calls: the scores
+-- of the next count + live candidate members (`live`: the entries in the
+-- window, each a member to skip; at most `modulus` candidates, all
+-- distinct), then one ZADD of the first `count` free ones or ones that
+-- left the window (moved); with none in the window, only the ZADD of the
+-- next `count`. Returns how many it added and the next member; the loop
+-- adds any rest (none when `live` is right).
+function SLIDINGLOG.add_many(key, at, count, next_member, modulus, cutoff, live)
+  if live == 0 then
+    -- No entry in the window: every candidate is free or moves.
+    local args = {}
+    for i = 1, count do
+      args[2 * i - 1] = at
+      args[2 * i] = dec(fmod(next_member + i - 1, modulus))
+    end
+    rcall('ZADD', key, unpack(args))
+    return count, next_member + count
+  end
+  local want = count + live
+  if want > modulus then want = modulus end
+  local candidates = {}
+  for i = 1, want do candidates[i] = dec(fmod(next_member + i - 1, modulus)) end
+  local scores = rcall('ZMSCORE', key, unpack(candidates))
+  local args, added, used = {}, 0, 0
+  for i = 1, want do
+    if added == count then break end
+    used = i
+    local score = scores[i]
+    if not score or tonumber(score) <= cutoff then
+      args[2 * added + 1] = at
+      args[2 * added + 2] = candidates[i]
+      added = added + 1
+    end
+  end
+  if added > 0 then rcall('ZADD', key, unpack(args)) end
+  return added, next_member + used
+end
+
 function SLIDINGLOG.apply(key, w)
   if w.log == 'take' then
     local removed = w.stale
@@ -1914,6 +1969,10 @@ function SLIDINGLOG.apply(key, w)
     if modulus < 128 then modulus = 128 end
     local at = dec(w.at)
     local added, tries, next_member = 0, 0, w.next
+    if w.count > 1 then
+      added, next_member = SLIDINGLOG.add_many(key, at, w.count, next_member, modulus, w.cutoff, w.live)
+      tries = next_member - w.next
+    end
     while added < w.count do
       if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
       tries = tries + 1
@@ -2094,7 +2153,7 @@ end
 -- The decision of `op` for the lease, the update (nil: nothing), and the
 -- time until every lease held now has expired (an allowed ACQUIRE's: what a
 -- refusal by a block reports instead of the lease it does not take).
-function CONCURRENCY.decide(lim, z, now, op, n)
+function CONCURRENCY.decide(lim, z, now, op, n, left)
   local held = z and z.held
   local own_live = 0
   if held and held.expires > now then own_live = held.slots end
@@ -2102,7 +2161,7 @@ function CONCURRENCY.decide(lim, z, now, op, n)
   if want > lim.limit then want = lim.limit end
   if op == 'RELEASE' then want = 0 end
   if op == 'RENEW' then want = held and held.slots or 0 end
-  local live = zset_count_after(LEASE_SET, z, now, lim.limit + own_live + 1, want + EXPIRED_REMOVED_PER_CALL)
+  local live = zset_count_after(LEASE_SET, z, now, lim.limit + own_live + 1, stale_want(want + EXPIRED_REMOVED_PER_CALL, left))
   local others = live - own_live
   if others < 0 then others = 0 end
   local newest_other = lease_nth_newest_other(z, 0)
@@ -2140,7 +2199,7 @@ function CONCURRENCY.plan(key, lim, at)
   local cap = now + MAX_PERIOD_US
   local block_end = z and z.blocked
   local op = lim.op
-  local d, upd, reset_held = CONCURRENCY.decide(lim, z, now, op, at.n)
+  local d, upd, reset_held = CONCURRENCY.decide(lim, z, now, op, at.n, at.stale_left)
   local write
   if op == 'ACQUIRE' then
     local in_force = block_end and block_end > now and block_end or nil
@@ -2169,7 +2228,7 @@ function CONCURRENCY.plan(key, lim, at)
   -- call is written.
   local removed = {}
   if z and not at.peek then
-    removed = z_old_members(LEASE_SET, z, upd.remove_at_most)
+    removed = z_old_members(LEASE_SET, z, upd.remove_at_most, at)
     for k = upd.slots + 1, z.probed do removed[#removed + 1] = dec(k) .. ':' .. id end
   end
   return d, { lease = true, removed = removed, slots = upd.slots, id = id,
@@ -2227,6 +2286,8 @@ local function run_one(key, lim, o, ro, secs)
   if alg == SLIDINGLOG or alg == CONCURRENCY then
     local entries = o.force and log_forced_entries(lim, o.n) or log_entries(lim, o.n)
     if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+    -- What the budget leaves: the most stale entries the call removes.
+    o.stale_left = SLIDING_LOG_CALL_BUDGET - entries
   end
   if ro then o.peek = true end
   clock(o)
@@ -2741,6 +2802,11 @@ local function fast_log(lookup)
       if modulus < 128 then modulus = 128 end
       local at = format('%d', now)
       local added, tries, next_member = 0, 0, member and member + 1 or 0
+      if n > 1 then
+        local first = next_member
+        added, next_member = LOG.add_many(key, at, n, next_member, modulus, cutoff, live)
+        tries = next_member - first
+      end
       while added < n do
         if tries > modulus + n then return call('rl_slidinglog', keys, args, ro, now) end
         tries = tries + 1
@@ -3376,7 +3442,9 @@ local function apply(key, lim, write, expire_ms)
 end
 
 -- The sliding-log entries a call may touch, against the module's
--- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
+-- sliding-log-call-budget (src/command/decide/mod.rs check_budget); returns
+-- what it leaves: the most stale entries the whole call removes, shared by
+-- its limits in order (z_old_members).
 local function check_budget(lims, n, forced)
   local entries = 0
   for i = 1, #lims do
@@ -3388,6 +3456,7 @@ local function check_budget(lims, n, forced)
     end
   end
   if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+  return SLIDING_LOG_CALL_BUDGET - entries
 end
 
 local KINDS = {
@@ -3510,7 +3579,7 @@ return function(keys, args, ro, at_now)
   if o.force then fail(E_FORCE.in_all) end
   if forced and (o.peek or o.refund or ro) then fail(E_FORCE.syntax) end
   if concurrency and o.refund then fail(E_REFUND_CONCURRENCY) end
-  check_budget(lims, o.n, forced)
+  o.stale_left = check_budget(lims, o.n, forced)
   if ro then o.peek = true end
   clock(o)
   local writes, expires, ds = {}, {}, {}

@@ -411,6 +411,9 @@ struct Pool {
     buckets: bool,
     /// Keys for wide `RL.ALL` calls (up to 65).
     wide: Vec<String>,
+    /// Keys for the bursts of calls that take most of the call budget
+    /// ([`gen_budget`]): sliding logs, then one lease set.
+    budget: Vec<String>,
 }
 
 fn pool(rng: &mut Rng, buckets: bool) -> Pool {
@@ -429,10 +432,15 @@ fn pool(rng: &mut Rng, buckets: bool) -> Pool {
         }
     }
     let wide = (0..66).map(|i| format!("d:wide:{i}")).collect();
+    let budget = (0..BUDGET_LOGS)
+        .map(|i| format!("d:budget:{i}"))
+        .chain(["d:budget:lease".to_string()])
+        .collect();
     Pool {
         keys,
         buckets,
         wide,
+        budget,
     }
 }
 
@@ -440,6 +448,7 @@ impl Pool {
     fn names(&self) -> Vec<String> {
         let mut all: Vec<String> = self.keys.iter().map(|k| k.name.clone()).collect();
         all.extend(self.wide.iter().cloned());
+        all.extend(self.budget.iter().cloned());
         all.extend(FOREIGN.iter().map(|(k, _)| k.to_string()));
         all
     }
@@ -1043,6 +1052,75 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
     call
 }
 
+/// The most sliding logs a budget burst's call names ([`gen_budget`]).
+const BUDGET_LOGS: usize = 6;
+
+/// The shapes of a budget burst: (logs, limit, window): `logs × (limit +
+/// TOKENS)` at or near the default `sliding-log-call-budget` (4,000) when
+/// `TOKENS` is the limit.
+const BUDGET_SHAPES: &[(usize, i64, &str)] = &[
+    (2, 1000, "0.05"),
+    (3, 600, "0.01"),
+    (4, 450, "0.02"),
+    (6, 300, "0.01"),
+    (5, 320, "0.05"),
+];
+
+/// One call of a burst over logs that fill and go stale within it (the
+/// clock moves by a fraction of the window between its calls): `RL.ALL`
+/// over `shape`'s sliding logs, sometimes with a lease set last, taking
+/// most of the call budget, so that the stale entries the logs hold are
+/// removed only as far as the budget leaves, shared by the limits in order,
+/// and the rest stays and never counts (issue 41).
+fn gen_budget(rng: &mut Rng, pool: &Pool, shape: (usize, i64, &str)) -> Call {
+    let (logs, limit, window) = shape;
+    let with_lease = rng.chance(30);
+    let count = if with_lease { logs - 1 } else { logs };
+    let mut keys: Vec<String> = pool.budget[..count].to_vec();
+    let mut head = Vec::new();
+    for _ in 0..count {
+        head.extend([
+            "SLIDINGLOG".to_string(),
+            limit.to_string(),
+            window.to_string(),
+        ]);
+    }
+    if with_lease {
+        keys.push(pool.budget[BUDGET_LOGS].clone());
+        head.extend([
+            "CONCURRENCY".to_string(),
+            limit.to_string(),
+            window.to_string(),
+            "ACQUIRE".to_string(),
+            rng.pick(&["a", "b", "c"]).to_string(),
+        ]);
+    }
+    let tokens = match rng.below(6) {
+        0..=2 => limit,
+        3 => limit * 9 / 10,
+        4 => limit / 3,
+        _ => 1,
+    };
+    let mut tail = vec!["TOKENS".to_string(), tokens.to_string()];
+    if rng.chance(20) {
+        tail.push("WITHLIMITS".to_string());
+    }
+    Call {
+        cmd: Cmd::All,
+        numkeys: keys.len(),
+        keys,
+        head,
+        tail,
+        now_among_options: false,
+        read_only: false,
+        drop_peek: false,
+        peek: false,
+        refund: false,
+        block: false,
+        above_2_53: false,
+    }
+}
+
 fn gen_call(rng: &mut Rng, pool: &Pool, commands: &[Cmd]) -> Call {
     let cmd = *rng.pick(commands);
     if cmd == Cmd::All {
@@ -1406,6 +1484,9 @@ fn differential(total_calls: usize, seed: u64) {
     let mut gone: Vec<String> = Vec::new();
     let started = Instant::now();
     const BATCH: usize = 500;
+    let with_all = commands.contains(&Cmd::All);
+    let mut burst: Option<(usize, (usize, i64, &str))> = None;
+    let mut budget_calls = 0u64;
     while done < total_calls {
         // The clock moves on average by about half an hour a call: every
         // ten years of it, the keys go and the clock starts over, so that
@@ -1428,6 +1509,18 @@ fn differential(total_calls: usize, seed: u64) {
         let n = BATCH.min(total_calls - done);
         let calls: Vec<(Call, i64, bool)> = (0..n)
             .map(|_| {
+                // About one call in 2,000 starts a burst of 4 to 8 calls
+                // that take most of the call budget ([`gen_budget`]).
+                if burst.is_none() && with_all && rng.below(2000) == 0 {
+                    burst = Some((4 + rng.below(5), *rng.pick(BUDGET_SHAPES)));
+                }
+                if let Some((left, shape)) = burst {
+                    burst = (left > 1).then_some((left - 1, shape));
+                    let window_us = (shape.2.parse::<f64>().unwrap() * 1e6) as u64;
+                    now_us += (window_us / 5 + rng.next() % window_us) as i64;
+                    budget_calls += 1;
+                    return (gen_budget(&mut rng, &pool, shape), now_us, rng.chance(50));
+                }
                 now_us = (now_us + advance_us(&mut rng)).max(start_us);
                 (gen_call(&mut rng, &pool, &commands), now_us, rng.chance(50))
             })
@@ -1680,7 +1773,8 @@ fn differential(total_calls: usize, seed: u64) {
 
     eprintln!(
         "differential (seed {seed}): {done} calls × 3 servers in {elapsed:.1?}, {difference_count} differences, \
-         {documented} documented (2^53) and {skipped} calls after them on their keys not compared; replicas and FCALL_RO on the library's replica ({read_only_checked} keys) checked"
+         {documented} documented (2^53) and {skipped} calls after them on their keys not compared; replicas and FCALL_RO on the library's replica ({read_only_checked} keys) checked; \
+         {budget_calls} calls in bursts at the call budget"
     );
     let mut order: Vec<&Cmd> = tally.keys().collect();
     order.sort_by_key(|c| c.module());
