@@ -736,11 +736,12 @@ fn options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>, junk: bool, bu
 /// one (`gen_all_common`). With the common forms that `options` draws by
 /// itself, the default run (seed 30, 200,000 calls) sends each command
 /// with a fast path 7,800 (`RL.FIXEDWINDOW`, whose `ALIGN FIRST` keys and
-/// calendar windows often fall back) to 13,300 calls in a common form,
-/// 35–60 % of its calls, and `RL.ALL` 4,200 (19 %), about 1,000 to 2,000
-/// of them limited and as many errors for each (the tally's `common`,
-/// printed at the end; each command with a fast path must reach allowed,
-/// limited and error replies in a common form, or the test fails). Every
+/// calendar windows often fall back) to 13,200 calls in a common form,
+/// 35–59 % of its calls, and `RL.ALL` 4,200 (19 %); of each command's, at
+/// least 400 limited (`CL.THROTTLE`; the others 900 to 2,500) and 750
+/// errors (the tally's `common`, printed at the end; each command with a
+/// fast path must reach allowed, limited and error replies in a common
+/// form, or the test fails). Every
 /// fast path's fallbacks are among them: no key (the `EXISTS` after an
 /// empty read), an empty string, another type, a foreign value, a state
 /// ahead of the horizon, a block, a limit not yet parsed or above 2^53.
