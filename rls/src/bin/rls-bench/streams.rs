@@ -116,14 +116,18 @@ pub async fn part3(
         gate.push((streams, ratio));
         ok &= max_ratio <= 0.0 || ratio <= max_ratio;
     }
-    if max_ratio > 0.0 {
-        println!();
-        for (streams, ratio) in gate {
-            println!(
-                "gate: one limit at {streams} streams costs the service {ratio:.2}x the CPU of a request answered without Redis (at most {max_ratio}x): {}",
-                if ratio <= max_ratio { "ok" } else { "FAILED" }
-            );
-        }
+    // Checked with --max-ratio; otherwise told against issue 47's target.
+    let (bound, verdict) = if max_ratio > 0.0 {
+        (max_ratio, ["ok", "FAILED"])
+    } else {
+        (TARGET_RATIO, ["met", "not met"])
+    };
+    println!();
+    for (streams, ratio) in gate {
+        println!(
+            "one limit at {streams} streams: the service's CPU per decision is {ratio:.2}x that of a request answered without Redis (target at most {bound}x): {}",
+            verdict[usize::from(ratio > bound)]
+        );
     }
     ok
 }
@@ -153,6 +157,12 @@ pub async fn only(
         );
     }
 }
+
+/// Issue 47's target: one limit costs the service at most this times the
+/// CPU per decision of a request answered without Redis. Not met on the
+/// 2-core development VM (see rls/README.md, "The service's own CPU per
+/// decision"), so `make bench-rls` reports it without failing.
+pub const TARGET_RATIO: f64 = 1.3;
 
 /// The requests part 3 sends.
 #[derive(Clone, Copy, PartialEq, Eq)]
