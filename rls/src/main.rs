@@ -1,5 +1,8 @@
 //! `ratelimit-rls`: see `rls/README.md`; `ratelimit-rls --help` lists the settings.
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use ratelimit_rls::settings::{LogFormat, Settings};
 

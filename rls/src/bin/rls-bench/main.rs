@@ -14,6 +14,9 @@
 //!    exhausted limit with the local over-limit cache off and on
 //!    ([`streams`]).
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
