@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 16
+local VERSION = 17
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -2504,9 +2504,12 @@ local function fast_gcra(lookup)
     if not lim then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     if stored and (type(stored) ~= 'string' or #stored > 16 or stored == '' or find(stored, '%D')) then return nil end
     now = now or server_now()
     local ttl = 0
@@ -2565,9 +2568,12 @@ local function fast_bucket(lookup, fname, leaky)
     if not lim then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     local s1, s2
     if stored then
       if type(stored) ~= 'string' then return nil end
@@ -2866,9 +2872,12 @@ local function fast_cell(lookup)
     if not lim then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     local sus, sns
     if stored then
       if type(stored) ~= 'string' then return nil end
@@ -2929,9 +2938,12 @@ local function fast_fixed(lookup)
     if not lim or lim.unit then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     local s1, s2
     if stored then
       if type(stored) ~= 'string' or #stored > 34 then return nil end
@@ -2995,9 +3007,12 @@ local function fast_sliding(lookup)
     if not lim or lim.limit > MAX_EXACT then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     local s1, s2, s3
     if stored then
       if type(stored) ~= 'string' or #stored > 50 then return nil end
@@ -3050,8 +3065,187 @@ local function fast_sliding(lookup)
   end
 end
 
+-- rl_all: its common forms over GCRA and FIXEDWINDOW limits (in seconds),
+-- `[TOKENS n] [PEEK] [WITHLIMITS]` after the limits, in that order, upper
+-- case, `NOW t` last or not; each limit already cached (`KINDS`, the full
+-- path's caches) and each key holding its plainest state or none: each
+-- limit decided as fast_gcra and fast_fixed decide (GCRA.take,
+-- FIXEDWINDOW.take, plan_string), in µs, the binding limit found as
+-- `binding` finds it, every key written (SET … PXAT, in the keys' order)
+-- only when none refuses. Anything else returns nil before the clock is
+-- read, or goes on into the full path with the clock read.
+local function fast_all(KINDS)
+  local GCRA_LOOKUP, FIXED_LOOKUP = KINDS.GCRA[4], KINDS.FIXEDWINDOW[4]
+  -- Each limit and, for the write, its value and expiry (ms, decimal), by
+  -- position: reused by every call (no call runs inside another), which
+  -- spares tables.
+  local LIMS, FIXED, VALUE, EXPIRE = {}, {}, {}, {}
+  return function(keys, args, ro)
+    local nkeys = #keys
+    if nkeys < 1 or nkeys > 64 then return nil end
+    local count = #args
+    local now
+    if count >= 2 and args[count - 1] == 'NOW' then
+      now = fast_now(args[count])
+      if not now then return nil end
+      count = count - 2
+    end
+    local at = 1
+    for i = 1, nkeys do
+      local W, lim = args[at], nil
+      if W == 'GCRA' then
+        if at + 3 > count then return nil end
+        lim = GCRA_LOOKUP(args[at + 1], args[at + 2], args[at + 3])
+        if not lim then return nil end
+        LIMS[i], FIXED[i] = lim, false
+        at = at + 4
+      elseif W == 'FIXEDWINDOW' then
+        if at + 2 > count then return nil end
+        lim = FIXED_LOOKUP(args[at + 1], args[at + 2])
+        -- A calendar window (DAY … YEAR) takes the full path.
+        if not lim or lim.unit or lim.limit > MAX_EXACT then return nil end
+        LIMS[i], FIXED[i] = lim, true
+        at = at + 3
+      else
+        return nil
+      end
+    end
+    local n = 1
+    if at < count and args[at] == 'TOKENS' then
+      n = fast_count(args[at + 1])
+      if not n then return nil end
+      at = at + 2
+    end
+    local peek = ro
+    if at <= count and args[at] == 'PEEK' then
+      peek = true
+      at = at + 1
+    end
+    local reply
+    if at <= count and args[at] == 'WITHLIMITS' then
+      reply = {}
+      at = at + 1
+    end
+    if at <= count then return nil end
+    if nkeys == 2 then
+      if keys[1] == keys[2] then return nil end
+    elseif nkeys > 2 then
+      local seen = {}
+      for i = 1, nkeys do
+        local key = keys[i]
+        if seen[key] then return nil end
+        seen[key] = true
+      end
+    end
+    now = now or server_now()
+    -- Each limit decided in turn (GCRA.take, FIXEDWINDOW.take in µs), the
+    -- binding one kept as `binding` finds it: when limited, the refusing
+    -- limit with the longest retry (none counts as longest); when allowed,
+    -- the fewest remaining; the first on ties.
+    local best, b_limited, b_remaining, b_retry, b_reset
+    local j = 6
+    for i = 1, nkeys do
+      local key, lim = keys[i], LIMS[i]
+      -- At most 282 bytes, whatever is stored (issue 41); '' is no key or
+      -- an empty string (not a state: the full path's error), as EXISTS
+      -- tells.
+      local stored = rpcall('GETRANGE', key, '0', '281')
+      if stored == '' then
+        if rcall('EXISTS', key) ~= 0 then return call('rl_all', keys, args, ro, now) end
+        stored = false
+      elseif stored and type(stored) ~= 'string' then
+        return call('rl_all', keys, args, ro, now)
+      end
+      local limit = lim.limit
+      local limited, remaining, retry, reset
+      if FIXED[i] then
+        local w = lim.w
+        local start, c
+        if stored then
+          if #stored > 34 then return call('rl_all', keys, args, ro, now) end
+          local s1, s2 = match(stored, '^(%d+):(%d+)$')
+          if not s1 or #s1 > 16 or #s2 > 15 then return call('rl_all', keys, args, ro, now) end
+          start, c = NUM_OF[s1] or tonumber(s1), NUM_OF[s2] or tonumber(s2)
+          if start > now + MAX_PERIOD_US then return call('rl_all', keys, args, ro, now) end
+          if start <= now then
+            local current = now - now % w
+            if start ~= current then start, c = current, 0 end
+          end
+        else
+          start, c = now - now % w, 0
+        end
+        local to_end = start + w - now
+        local new_count = c + n
+        if n <= limit and new_count <= limit then
+          local finish = start + w
+          if finish > now + MAX_PERIOD_US then finish = now + MAX_PERIOD_US end
+          local r = finish % 1000
+          finish = (finish - r) / 1000 + (r > 0 and 1 or 0)
+          limited, remaining, retry, reset = false, limit - new_count, false, to_end
+          VALUE[i] = (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
+          EXPIRE[i] = DEC_OF[finish] or memo_dec(finish)
+        else
+          remaining = limit - c
+          if remaining < 0 then remaining = 0 end
+          limited, retry, reset = true, n <= limit and to_end, c > 0 and to_end or 0
+        end
+      else
+        local ttl = 0
+        if stored then
+          if #stored > 16 or find(stored, '%D') then return call('rl_all', keys, args, ro, now) end
+          local tat = tonumber(stored)
+          if tat > now + MAX_PERIOD_US then return call('rl_all', keys, args, ro, now) end
+          if tat > now then ttl = tat - now end
+        end
+        local t, tau = lim.t, lim.tau
+        local x
+        if n <= limit then
+          local new_ttl = ttl + t * n
+          if new_ttl <= tau then
+            x = tau - new_ttl
+            limited, remaining, retry, reset = false, (x - x % t) / t, false, new_ttl
+            local tat = now + new_ttl
+            local r = tat % 1000
+            VALUE[i], EXPIRE[i] = format('%d', tat), format('%d', (tat - r) / 1000 + (r > 0 and 1 or 0))
+          else
+            x = tau - ttl
+            limited, remaining, retry, reset = true, x > 0 and (x - x % t) / t or 0, new_ttl - tau, ttl
+          end
+        else
+          x = tau - ttl
+          limited, remaining, retry, reset = true, x > 0 and (x - x % t) / t or 0, false, ttl
+        end
+      end
+      if i == 1 or (limited ~= b_limited and limited)
+        or (limited and b_limited and b_retry ~= false and (not retry or retry > b_retry))
+        or (not limited and not b_limited and remaining < b_remaining) then
+        best, b_limited, b_remaining, b_retry, b_reset = i, limited, remaining, retry, reset
+      end
+      if reply then
+        local q, r = retry and retry % 1000, reset % 1000
+        reply[j + 1], reply[j + 2], reply[j + 3] = limited and 1 or 0, limit, remaining
+        reply[j + 4] = retry and (retry - q) / 1000 + (q > 0 and 1 or 0) or -1
+        reply[j + 5] = (reset - r) / 1000 + (r > 0 and 1 or 0)
+        j = j + 5
+      end
+    end
+    if not b_limited and not peek then
+      for i = 1, nkeys do rcall('SET', keys[i], VALUE[i], 'PXAT', EXPIRE[i]) end
+    end
+    local q, r = b_retry and b_retry % 1000, b_reset % 1000
+    b_retry = b_retry and (b_retry - q) / 1000 + (q > 0 and 1 or 0) or -1
+    b_reset = (b_reset - r) / 1000 + (r > 0 and 1 or 0)
+    if not reply then
+      return { b_limited and 1 or 0, LIMS[best].limit, b_remaining, b_retry, b_reset, best }
+    end
+    reply[1], reply[2], reply[3], reply[4], reply[5], reply[6] =
+      b_limited and 1 or 0, LIMS[best].limit, b_remaining, b_retry, b_reset, best
+    return reply
+  end
+end
+
 FAST = { gcra = fast_gcra, bucket = fast_bucket, log = fast_log, cell = fast_cell, fixed = fast_fixed,
-  sliding = fast_sliding }
+  sliding = fast_sliding, all = fast_all }
 return FAST
 end
 
@@ -3419,7 +3613,7 @@ return function(keys, args, ro, at_now)
     end
   end
   return reply
-end
+end, not eval_form and need_fast(call).all(KINDS)
 end
 
 if fname == 'rl_version' then
