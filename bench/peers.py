@@ -88,15 +88,15 @@ NOW = ["NOW", "__now_us__"]
 # above the floor applies to the functions without a peer in ROWS and to
 # every read-only twin (NO_PEER).
 FLOOR_ROWS = [
-    (["FCALL", "rl_gcra", "1", K, "99", "10", "1"], "floor_time_get_set"),
-    (["FCALL", "rl_gcra", "1", K, "99", "10", "1", *NOW], "floor_get_set"),
-    (["FCALL", "rl_tokenbucket", "1", K, "100", "10", "1"], "floor_time_get_set"),
-    (["FCALL", "rl_leakybucket", "1", K, "100", "10", "1"], "floor_time_get_set"),
+    (["FCALL", "rl_gcra", "1", K, "99", "10", "1"], "floor_time_get_set_short"),
+    (["FCALL", "rl_gcra", "1", K, "99", "10", "1", *NOW], "floor_get_set_short"),
+    (["FCALL", "rl_tokenbucket", "1", K, "100", "10", "1"], "floor_time_get_set_short"),
+    (["FCALL", "rl_leakybucket", "1", K, "100", "10", "1"], "floor_time_get_set_short"),
     (["FCALL", "rl_fixedwindow", "1", K, "100", "60"], "floor_time_get_set"),
     (["FCALL", "rl_fixedwindow", "1", K, "100", "60", "ALIGN", "FIRST"], "floor_time_get_set"),
     (["FCALL", "rl_slidingwindow", "1", K, "100", "60"], "floor_time_get_set"),
     (["FCALL", "rl_slidingwindow", "1", K, "100", "60", *NOW], "floor_get_set"),
-    (["FCALL", "cl_throttle", "1", K, "99", "10", "1"], "floor_time_get_set"),
+    (["FCALL", "cl_throttle", "1", K, "99", "10", "1"], "floor_time_get_set_short"),
     (["FCALL", "rl_slidinglog", "1", K, "100", "60", *NOW], "floor_log"),
     (["FCALL", "rl_all", *TWO, *ALL2], "floor_all2"),
     (["FCALL", "rl_concurrency", "1", K, "100", "60", "ACQUIRE", "g"], "floor_concurrency"),

@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 15
+local VERSION = 17
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -399,7 +399,7 @@ end
 -- builds only what the called function uses.
 
 local GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, BUCKETWINDOW, CELL, SLIDINGLOG, CONCURRENCY
-local bucket_window_new, cell_new, reply_secs5, log_entries, log_forced_entries, e_over_budget, score_us, apply_log_block
+local bucket_window_new, cell_new, reply_secs5, log_entries, log_forced_entries, e_over_budget, score_us, apply_log_block, stale_want
 local e_zset_member, zset_open, zset_count_after, z_old_members
 
 local function check_limit_and_window(limit, window_us)
@@ -1681,8 +1681,12 @@ end
 
 -- The first `n` (at most) of the old entries zset_count_after fetched,
 -- each checked: what an allowed call removes, read before any key of the
--- call is written.
-function z_old_members(kind, z, n)
+-- call is written. At most what the call's budget has left (at.stale_left,
+-- shared by its limits in order, src/command/decide/mod.rs check_budget),
+-- which it spends; the others stay (never counted) for later calls.
+function z_old_members(kind, z, n, at)
+  local left = at.stale_left or SLIDING_LOG_CALL_BUDGET
+  if n > left then n = left end
   local fetched = z.old or {}
   if n > #fetched then n = #fetched end
   local members = {}
@@ -1691,7 +1695,18 @@ function z_old_members(kind, z, n)
     if not kind.is_member(m) then e_zset_member(kind, z) end
     members[i] = m
   end
+  at.stale_left = left - #members
   return members
+end
+
+-- The old entries to fetch for the removal: `want`, within what the call's
+-- budget has left (`left`, nil: the whole budget).
+function stale_want(want, left)
+  if left and left < want then
+    if left < 0 then return 0 end
+    return left
+  end
+  return want
 end
 end
 
@@ -1763,15 +1778,16 @@ local function log_nth_newest(z, k)
   return nil
 end
 
-function SLIDINGLOG.take(lim, z, now, cost)
+function SLIDINGLOG.take(lim, z, now, cost, left)
   local newest = z and z.newest
   local t = now
   if newest and newest > now then t = newest end
   local cutoff = t - lim.w
-  -- An allowed call (cost <= limit) removes up to cost + 128 stale entries.
+  -- An allowed call (cost <= limit) removes up to cost + 128 stale entries
+  -- (within what the call's budget has left).
   local removable = cost
   if removable > lim.limit then removable = lim.limit end
-  local live = zset_count_after(LOG_SET, z, cutoff, lim.limit + 1, removable + STALE_REMOVED_PER_CALL)
+  local live = zset_count_after(LOG_SET, z, cutoff, lim.limit + 1, stale_want(removable + STALE_REMOVED_PER_CALL, left))
   local reset = 0
   if newest and live > 0 then reset = newest + lim.w - now end
   local remaining = lim.limit - live
@@ -1788,22 +1804,22 @@ function SLIDINGLOG.take(lim, z, now, cost)
   local upd
   if cost > 0 then
     reset = expire - now
-    upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
+    upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire, live = live }
   end
   return { false, lim.limit, lim.limit - live - cost, false, reset }, upd
 end
 
 -- FORCE (sliding_log.rs force): the entries logged past the limit, at
 -- most twice the limit in the window.
-function SLIDINGLOG.force(lim, z, now, cost)
-  local d, upd = SLIDINGLOG.take(lim, z, now, cost)
+function SLIDINGLOG.force(lim, z, now, cost, left)
+  local d, upd = SLIDINGLOG.take(lim, z, now, cost, left)
   if not d[1] then return d, upd end
   local newest = z and z.newest
   local t = now
   if newest and newest > now then t = newest end
   local cutoff = t - lim.w
   local most = 2 * lim.limit
-  local live = zset_count_after(LOG_SET, z, cutoff, most + 1, cost + STALE_REMOVED_PER_CALL)
+  local live = zset_count_after(LOG_SET, z, cutoff, most + 1, stale_want(cost + STALE_REMOVED_PER_CALL, left))
   if cost > most - live then fail(E_FORCE.log) end
   local expire = t + lim.w
   local k = lim.limit - 1
@@ -1816,7 +1832,7 @@ function SLIDINGLOG.force(lim, z, now, cost)
     if ts then retry = ts + lim.w - now end
   end
   if retry < 1 then retry = 1 end
-  upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire }
+  upd = { cutoff = cutoff, remove_at_most = cost + STALE_REMOVED_PER_CALL, at = t, count = cost, expire = expire, live = live }
   return { true, lim.limit, 0, retry, expire - now }, upd
 end
 
@@ -1856,9 +1872,9 @@ function SLIDINGLOG.plan(key, lim, at)
   if not at.refund then
     local upd
     if at.force then
-      d, upd = SLIDINGLOG.force(lim, z, now, at.n)
+      d, upd = SLIDINGLOG.force(lim, z, now, at.n, at.stale_left)
     else
-      d, upd = SLIDINGLOG.take(lim, z, now, at.n)
+      d, upd = SLIDINGLOG.take(lim, z, now, at.n, at.stale_left)
     end
     if in_force then d = blocked_decision(d, in_force, now) end
     local until_
@@ -1882,7 +1898,7 @@ function SLIDINGLOG.plan(key, lim, at)
         -- The stale entries it removes, read and checked now, before any
         -- key of the call is written.
         if z and not at.peek then
-          upd.stale = z_old_members(LOG_SET, z, upd.remove_at_most)
+          upd.stale = z_old_members(LOG_SET, z, upd.remove_at_most, at)
         else
           upd.stale = {}
         end
@@ -1906,6 +1922,45 @@ function SLIDINGLOG.plan(key, lim, at)
   return d, write
 end
 
+-- Adds `count` (> 1) entries scored `at` (a string) to the log of `key`,
+-- as the member loop of SLIDINGLOG.apply would, in two calls: the scores
+-- of the next count + live candidate members (`live`: the entries in the
+-- window, each a member to skip; at most `modulus` candidates, all
+-- distinct), then one ZADD of the first `count` free ones or ones that
+-- left the window (moved); with none in the window, only the ZADD of the
+-- next `count`. Returns how many it added and the next member; the loop
+-- adds any rest (none when `live` is right).
+function SLIDINGLOG.add_many(key, at, count, next_member, modulus, cutoff, live)
+  if live == 0 then
+    -- No entry in the window: every candidate is free or moves.
+    local args = {}
+    for i = 1, count do
+      args[2 * i - 1] = at
+      args[2 * i] = dec(fmod(next_member + i - 1, modulus))
+    end
+    rcall('ZADD', key, unpack(args))
+    return count, next_member + count
+  end
+  local want = count + live
+  if want > modulus then want = modulus end
+  local candidates = {}
+  for i = 1, want do candidates[i] = dec(fmod(next_member + i - 1, modulus)) end
+  local scores = rcall('ZMSCORE', key, unpack(candidates))
+  local args, added, used = {}, 0, 0
+  for i = 1, want do
+    if added == count then break end
+    used = i
+    local score = scores[i]
+    if not score or tonumber(score) <= cutoff then
+      args[2 * added + 1] = at
+      args[2 * added + 2] = candidates[i]
+      added = added + 1
+    end
+  end
+  if added > 0 then rcall('ZADD', key, unpack(args)) end
+  return added, next_member + used
+end
+
 function SLIDINGLOG.apply(key, w)
   if w.log == 'take' then
     local removed = w.stale
@@ -1914,6 +1969,10 @@ function SLIDINGLOG.apply(key, w)
     if modulus < 128 then modulus = 128 end
     local at = dec(w.at)
     local added, tries, next_member = 0, 0, w.next
+    if w.count > 1 then
+      added, next_member = SLIDINGLOG.add_many(key, at, w.count, next_member, modulus, w.cutoff, w.live)
+      tries = next_member - w.next
+    end
     while added < w.count do
       if tries > modulus + w.count then fail('ERR internal error in the ratelimit module (no free sorted-set member); nothing was written') end
       tries = tries + 1
@@ -2094,7 +2153,7 @@ end
 -- The decision of `op` for the lease, the update (nil: nothing), and the
 -- time until every lease held now has expired (an allowed ACQUIRE's: what a
 -- refusal by a block reports instead of the lease it does not take).
-function CONCURRENCY.decide(lim, z, now, op, n)
+function CONCURRENCY.decide(lim, z, now, op, n, left)
   local held = z and z.held
   local own_live = 0
   if held and held.expires > now then own_live = held.slots end
@@ -2102,7 +2161,7 @@ function CONCURRENCY.decide(lim, z, now, op, n)
   if want > lim.limit then want = lim.limit end
   if op == 'RELEASE' then want = 0 end
   if op == 'RENEW' then want = held and held.slots or 0 end
-  local live = zset_count_after(LEASE_SET, z, now, lim.limit + own_live + 1, want + EXPIRED_REMOVED_PER_CALL)
+  local live = zset_count_after(LEASE_SET, z, now, lim.limit + own_live + 1, stale_want(want + EXPIRED_REMOVED_PER_CALL, left))
   local others = live - own_live
   if others < 0 then others = 0 end
   local newest_other = lease_nth_newest_other(z, 0)
@@ -2140,7 +2199,7 @@ function CONCURRENCY.plan(key, lim, at)
   local cap = now + MAX_PERIOD_US
   local block_end = z and z.blocked
   local op = lim.op
-  local d, upd, reset_held = CONCURRENCY.decide(lim, z, now, op, at.n)
+  local d, upd, reset_held = CONCURRENCY.decide(lim, z, now, op, at.n, at.stale_left)
   local write
   if op == 'ACQUIRE' then
     local in_force = block_end and block_end > now and block_end or nil
@@ -2169,7 +2228,7 @@ function CONCURRENCY.plan(key, lim, at)
   -- call is written.
   local removed = {}
   if z and not at.peek then
-    removed = z_old_members(LEASE_SET, z, upd.remove_at_most)
+    removed = z_old_members(LEASE_SET, z, upd.remove_at_most, at)
     for k = upd.slots + 1, z.probed do removed[#removed + 1] = dec(k) .. ':' .. id end
   end
   return d, { lease = true, removed = removed, slots = upd.slots, id = id,
@@ -2227,6 +2286,8 @@ local function run_one(key, lim, o, ro, secs)
   if alg == SLIDINGLOG or alg == CONCURRENCY then
     local entries = o.force and log_forced_entries(lim, o.n) or log_entries(lim, o.n)
     if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+    -- What the budget leaves: the most stale entries the call removes.
+    o.stale_left = SLIDING_LOG_CALL_BUDGET - entries
   end
   if ro then o.peek = true end
   clock(o)
@@ -2443,9 +2504,12 @@ local function fast_gcra(lookup)
     if not lim then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     if stored and (type(stored) ~= 'string' or #stored > 16 or stored == '' or find(stored, '%D')) then return nil end
     now = now or server_now()
     local ttl = 0
@@ -2504,9 +2568,12 @@ local function fast_bucket(lookup, fname, leaky)
     if not lim then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     local s1, s2
     if stored then
       if type(stored) ~= 'string' then return nil end
@@ -2735,6 +2802,11 @@ local function fast_log(lookup)
       if modulus < 128 then modulus = 128 end
       local at = format('%d', now)
       local added, tries, next_member = 0, 0, member and member + 1 or 0
+      if n > 1 then
+        local first = next_member
+        added, next_member = LOG.add_many(key, at, n, next_member, modulus, cutoff, live)
+        tries = next_member - first
+      end
       while added < n do
         if tries > modulus + n then return call('rl_slidinglog', keys, args, ro, now) end
         tries = tries + 1
@@ -2800,9 +2872,12 @@ local function fast_cell(lookup)
     if not lim then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     local sus, sns
     if stored then
       if type(stored) ~= 'string' then return nil end
@@ -2863,9 +2938,12 @@ local function fast_fixed(lookup)
     if not lim or lim.unit then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     local s1, s2
     if stored then
       if type(stored) ~= 'string' or #stored > 34 then return nil end
@@ -2929,9 +3007,12 @@ local function fast_sliding(lookup)
     if not lim or lim.limit > MAX_EXACT then return nil end
     local key = keys[1]
     -- At most 282 bytes, whatever is stored (issue 41); '' is no key or an
-    -- empty string: the general path tells them apart.
+    -- empty string (not a state: the full path's error), as EXISTS tells.
     local stored = rpcall('GETRANGE', key, '0', '281')
-    if stored == '' then return nil end
+    if stored == '' then
+      if rcall('EXISTS', key) ~= 0 then return nil end
+      stored = false
+    end
     local s1, s2, s3
     if stored then
       if type(stored) ~= 'string' or #stored > 50 then return nil end
@@ -2984,8 +3065,187 @@ local function fast_sliding(lookup)
   end
 end
 
+-- rl_all: its common forms over GCRA and FIXEDWINDOW limits (in seconds),
+-- `[TOKENS n] [PEEK] [WITHLIMITS]` after the limits, in that order, upper
+-- case, `NOW t` last or not; each limit already cached (`KINDS`, the full
+-- path's caches) and each key holding its plainest state or none: each
+-- limit decided as fast_gcra and fast_fixed decide (GCRA.take,
+-- FIXEDWINDOW.take, plan_string), in µs, the binding limit found as
+-- `binding` finds it, every key written (SET … PXAT, in the keys' order)
+-- only when none refuses. Anything else returns nil before the clock is
+-- read, or goes on into the full path with the clock read.
+local function fast_all(KINDS)
+  local GCRA_LOOKUP, FIXED_LOOKUP = KINDS.GCRA[4], KINDS.FIXEDWINDOW[4]
+  -- Each limit and, for the write, its value and expiry (ms, decimal), by
+  -- position: reused by every call (no call runs inside another), which
+  -- spares tables.
+  local LIMS, FIXED, VALUE, EXPIRE = {}, {}, {}, {}
+  return function(keys, args, ro)
+    local nkeys = #keys
+    if nkeys < 1 or nkeys > 64 then return nil end
+    local count = #args
+    local now
+    if count >= 2 and args[count - 1] == 'NOW' then
+      now = fast_now(args[count])
+      if not now then return nil end
+      count = count - 2
+    end
+    local at = 1
+    for i = 1, nkeys do
+      local W, lim = args[at], nil
+      if W == 'GCRA' then
+        if at + 3 > count then return nil end
+        lim = GCRA_LOOKUP(args[at + 1], args[at + 2], args[at + 3])
+        if not lim then return nil end
+        LIMS[i], FIXED[i] = lim, false
+        at = at + 4
+      elseif W == 'FIXEDWINDOW' then
+        if at + 2 > count then return nil end
+        lim = FIXED_LOOKUP(args[at + 1], args[at + 2])
+        -- A calendar window (DAY … YEAR) takes the full path.
+        if not lim or lim.unit or lim.limit > MAX_EXACT then return nil end
+        LIMS[i], FIXED[i] = lim, true
+        at = at + 3
+      else
+        return nil
+      end
+    end
+    local n = 1
+    if at < count and args[at] == 'TOKENS' then
+      n = fast_count(args[at + 1])
+      if not n then return nil end
+      at = at + 2
+    end
+    local peek = ro
+    if at <= count and args[at] == 'PEEK' then
+      peek = true
+      at = at + 1
+    end
+    local reply
+    if at <= count and args[at] == 'WITHLIMITS' then
+      reply = {}
+      at = at + 1
+    end
+    if at <= count then return nil end
+    if nkeys == 2 then
+      if keys[1] == keys[2] then return nil end
+    elseif nkeys > 2 then
+      local seen = {}
+      for i = 1, nkeys do
+        local key = keys[i]
+        if seen[key] then return nil end
+        seen[key] = true
+      end
+    end
+    now = now or server_now()
+    -- Each limit decided in turn (GCRA.take, FIXEDWINDOW.take in µs), the
+    -- binding one kept as `binding` finds it: when limited, the refusing
+    -- limit with the longest retry (none counts as longest); when allowed,
+    -- the fewest remaining; the first on ties.
+    local best, b_limited, b_remaining, b_retry, b_reset
+    local j = 6
+    for i = 1, nkeys do
+      local key, lim = keys[i], LIMS[i]
+      -- At most 282 bytes, whatever is stored (issue 41); '' is no key or
+      -- an empty string (not a state: the full path's error), as EXISTS
+      -- tells.
+      local stored = rpcall('GETRANGE', key, '0', '281')
+      if stored == '' then
+        if rcall('EXISTS', key) ~= 0 then return call('rl_all', keys, args, ro, now) end
+        stored = false
+      elseif stored and type(stored) ~= 'string' then
+        return call('rl_all', keys, args, ro, now)
+      end
+      local limit = lim.limit
+      local limited, remaining, retry, reset
+      if FIXED[i] then
+        local w = lim.w
+        local start, c
+        if stored then
+          if #stored > 34 then return call('rl_all', keys, args, ro, now) end
+          local s1, s2 = match(stored, '^(%d+):(%d+)$')
+          if not s1 or #s1 > 16 or #s2 > 15 then return call('rl_all', keys, args, ro, now) end
+          start, c = NUM_OF[s1] or tonumber(s1), NUM_OF[s2] or tonumber(s2)
+          if start > now + MAX_PERIOD_US then return call('rl_all', keys, args, ro, now) end
+          if start <= now then
+            local current = now - now % w
+            if start ~= current then start, c = current, 0 end
+          end
+        else
+          start, c = now - now % w, 0
+        end
+        local to_end = start + w - now
+        local new_count = c + n
+        if n <= limit and new_count <= limit then
+          local finish = start + w
+          if finish > now + MAX_PERIOD_US then finish = now + MAX_PERIOD_US end
+          local r = finish % 1000
+          finish = (finish - r) / 1000 + (r > 0 and 1 or 0)
+          limited, remaining, retry, reset = false, limit - new_count, false, to_end
+          VALUE[i] = (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
+          EXPIRE[i] = DEC_OF[finish] or memo_dec(finish)
+        else
+          remaining = limit - c
+          if remaining < 0 then remaining = 0 end
+          limited, retry, reset = true, n <= limit and to_end, c > 0 and to_end or 0
+        end
+      else
+        local ttl = 0
+        if stored then
+          if #stored > 16 or find(stored, '%D') then return call('rl_all', keys, args, ro, now) end
+          local tat = tonumber(stored)
+          if tat > now + MAX_PERIOD_US then return call('rl_all', keys, args, ro, now) end
+          if tat > now then ttl = tat - now end
+        end
+        local t, tau = lim.t, lim.tau
+        local x
+        if n <= limit then
+          local new_ttl = ttl + t * n
+          if new_ttl <= tau then
+            x = tau - new_ttl
+            limited, remaining, retry, reset = false, (x - x % t) / t, false, new_ttl
+            local tat = now + new_ttl
+            local r = tat % 1000
+            VALUE[i], EXPIRE[i] = format('%d', tat), format('%d', (tat - r) / 1000 + (r > 0 and 1 or 0))
+          else
+            x = tau - ttl
+            limited, remaining, retry, reset = true, x > 0 and (x - x % t) / t or 0, new_ttl - tau, ttl
+          end
+        else
+          x = tau - ttl
+          limited, remaining, retry, reset = true, x > 0 and (x - x % t) / t or 0, false, ttl
+        end
+      end
+      if i == 1 or (limited ~= b_limited and limited)
+        or (limited and b_limited and b_retry ~= false and (not retry or retry > b_retry))
+        or (not limited and not b_limited and remaining < b_remaining) then
+        best, b_limited, b_remaining, b_retry, b_reset = i, limited, remaining, retry, reset
+      end
+      if reply then
+        local q, r = retry and retry % 1000, reset % 1000
+        reply[j + 1], reply[j + 2], reply[j + 3] = limited and 1 or 0, limit, remaining
+        reply[j + 4] = retry and (retry - q) / 1000 + (q > 0 and 1 or 0) or -1
+        reply[j + 5] = (reset - r) / 1000 + (r > 0 and 1 or 0)
+        j = j + 5
+      end
+    end
+    if not b_limited and not peek then
+      for i = 1, nkeys do rcall('SET', keys[i], VALUE[i], 'PXAT', EXPIRE[i]) end
+    end
+    local q, r = b_retry and b_retry % 1000, b_reset % 1000
+    b_retry = b_retry and (b_retry - q) / 1000 + (q > 0 and 1 or 0) or -1
+    b_reset = (b_reset - r) / 1000 + (r > 0 and 1 or 0)
+    if not reply then
+      return { b_limited and 1 or 0, LIMS[best].limit, b_remaining, b_retry, b_reset, best }
+    end
+    reply[1], reply[2], reply[3], reply[4], reply[5], reply[6] =
+      b_limited and 1 or 0, LIMS[best].limit, b_remaining, b_retry, b_reset, best
+    return reply
+  end
+end
+
 FAST = { gcra = fast_gcra, bucket = fast_bucket, log = fast_log, cell = fast_cell, fixed = fast_fixed,
-  sliding = fast_sliding }
+  sliding = fast_sliding, all = fast_all }
 return FAST
 end
 
@@ -3182,7 +3442,9 @@ local function apply(key, lim, write, expire_ms)
 end
 
 -- The sliding-log entries a call may touch, against the module's
--- sliding-log-call-budget (src/command/decide/mod.rs check_budget).
+-- sliding-log-call-budget (src/command/decide/mod.rs check_budget); returns
+-- what it leaves: the most stale entries the whole call removes, shared by
+-- its limits in order (z_old_members).
 local function check_budget(lims, n, forced)
   local entries = 0
   for i = 1, #lims do
@@ -3194,6 +3456,7 @@ local function check_budget(lims, n, forced)
     end
   end
   if entries > SLIDING_LOG_CALL_BUDGET then e_over_budget(entries) end
+  return SLIDING_LOG_CALL_BUDGET - entries
 end
 
 local KINDS = {
@@ -3316,7 +3579,7 @@ return function(keys, args, ro, at_now)
   if o.force then fail(E_FORCE.in_all) end
   if forced and (o.peek or o.refund or ro) then fail(E_FORCE.syntax) end
   if concurrency and o.refund then fail(E_REFUND_CONCURRENCY) end
-  check_budget(lims, o.n, forced)
+  o.stale_left = check_budget(lims, o.n, forced)
   if ro then o.peek = true end
   clock(o)
   local writes, expires, ds = {}, {}, {}
@@ -3350,7 +3613,7 @@ return function(keys, args, ro, at_now)
     end
   end
   return reply
-end
+end, not eval_form and need_fast(call).all(KINDS)
 end
 
 if fname == 'rl_version' then

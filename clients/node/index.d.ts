@@ -45,6 +45,8 @@ export interface CallOptions {
   refund?: number;
   /** PEEK: answer without writing. */
   peek?: boolean;
+  /** FORCE: record `tokens` whatever the limit says (past it: a debt repaid before the next admission); not with peek or refund. */
+  force?: boolean;
   /** BLOCK seconds: lock the limiter out that long when it refuses (not with policies). */
   block?: number;
   /** The name in the headers (default: the label, the policy's name or the type). */
@@ -144,6 +146,8 @@ export declare class RateLimit {
   renew(key: string, id: string, options: LeaseParams & { peek?: boolean }): Promise<RateLimitResult>;
   /** RL.CONCURRENCY … RELEASE id: what is free after it (an unknown id is no error). */
   release(key: string, id: string, options: LeaseParams & { peek?: boolean }): Promise<RateLimitResult>;
+  /** TOKENS cost FORCE: a cost known after the work, recorded even past the limit (debt); null for a cost of 0. */
+  charge(key: string, spec: LimitSpec, cost: number, options?: Omit<CallOptions, 'tokens' | 'force' | 'peek' | 'refund'>): Promise<RateLimitResult | null>;
   /** DEL key: true when there was a limiter. */
   reset(key: string): Promise<boolean>;
   /** Any raw command (timeout and error classification applied). */
@@ -214,6 +218,7 @@ export interface ResponseLike {
   statusCode: number;
   headersSent: boolean;
   setHeader(name: string, value: string): unknown;
+  getHeader?(name: string): unknown;
   end(body?: string): unknown;
 }
 export type NextFunction = (err?: unknown) => void;
@@ -253,6 +258,11 @@ export interface MiddlewareOptions {
   /** Whose clock the library reads: as RateLimit's. */
   clock?: 'auto' | 'server' | 'caller';
   cost?: number | ((req: RequestLike) => number);
+  /**
+   * The tokens a response cost, known when it is done (e.g. `Number(res.getHeader('x-llm-tokens'))`):
+   * every rule checks before the handler (PEEK) and records that many with FORCE when the response finishes.
+   */
+  charge?: (req: RequestLike, res: ResponseLike) => number | Promise<number>;
   /** Redis key prefix (default 'rl:'). */
   prefix?: string;
   /** true (default): pass requests when Redis is unavailable; false: 503. */
@@ -387,6 +397,7 @@ export interface InsuranceLimiter {
   blockDuration?: number;
   consume(key: string | number, points?: number, options?: object): Promise<unknown>;
   reward(key: string | number, points?: number, options?: object): Promise<unknown>;
+  penalty?(key: string | number, points?: number, options?: object): Promise<unknown>;
   block(key: string | number, secDuration: number, options?: object): Promise<unknown>;
   get(key: string | number, options?: object): Promise<unknown>;
   delete(key: string | number, options?: object): Promise<boolean>;
@@ -412,6 +423,8 @@ export declare class RateLimiterRedisModule {
   /** Resolves a RateLimiterRes; rejects with a RateLimiterRes when limited, an Error when Redis fails. */
   consume(key: string, points?: number): Promise<RateLimiterRes>;
   reward(key: string, points?: number): Promise<RateLimiterRes>;
+  /** FORCE: adds points whatever the limit says (past it: a debt), as rate-limiter-flexible's penalty. */
+  penalty(key: string, points?: number): Promise<RateLimiterRes>;
   block(key: string, secDuration: number): Promise<RateLimiterRes>;
   get(key: string): Promise<RateLimiterRes | null>;
   delete(key: string): Promise<boolean>;

@@ -10,6 +10,7 @@
 pub mod engine;
 mod load;
 mod server;
+mod single;
 
 use std::time::Duration;
 

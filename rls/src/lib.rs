@@ -10,6 +10,7 @@ pub mod http;
 pub mod keys;
 pub mod metrics;
 pub mod reload;
+pub mod runtime;
 pub mod service;
 pub mod settings;
 

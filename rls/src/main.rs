@@ -1,11 +1,23 @@
 //! `ratelimit-rls`: see `rls/README.md`; `ratelimit-rls --help` lists the settings.
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use ratelimit_rls::settings::{LogFormat, Settings};
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let settings = Settings::parse();
+    match ratelimit_rls::runtime::build() {
+        Ok(runtime) => runtime.block_on(serve(settings)),
+        Err(e) => {
+            eprintln!("cannot start the runtime: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(settings: Settings) -> std::process::ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_new(&settings.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);

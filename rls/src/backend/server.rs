@@ -5,7 +5,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use tokio::sync::{Mutex, OnceCell};
@@ -14,6 +13,7 @@ use super::engine::{
     backend_reply_error, caller_clock_us, refused, Engine, FUNCTION_NOT_FOUND, TIME_REFUSED,
     UNKNOWN_COMMAND,
 };
+use super::single::Single;
 use super::{
     parse_rl_all, rl_all_command, rl_all_command_for, BackendError, LibraryCall, LimitReply,
     Limiter, Limits, Op,
@@ -46,7 +46,7 @@ pub(super) struct Engines {
 }
 
 pub(super) enum Kind {
-    Single(ConnectionManager),
+    Single(Box<Single>),
     /// Connected on first use (and again after a failed connection).
     Cluster(Box<Cluster>),
 }
@@ -79,12 +79,10 @@ impl Redis {
             }))
         } else {
             let client = redis::Client::open(url)?;
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(connection_timeout))
-                .set_response_timeout(Some(connection_timeout))
-                .set_number_of_retries(1)
-                .set_max_delay(Duration::from_millis(200));
-            Kind::Single(ConnectionManager::new_lazy_with_config(client, config)?)
+            Kind::Single(Box::new(Single::new(
+                client.get_connection_info().clone(),
+                connection_timeout,
+            )))
         };
         Ok(Redis {
             kind,
@@ -147,10 +145,7 @@ impl Redis {
         routing: RoutingInfo,
     ) -> Result<redis::Value, BackendError> {
         match &self.kind {
-            Kind::Single(manager) => {
-                let mut con = manager.clone();
-                Ok(cmd.query_async(&mut con).await?)
-            }
+            Kind::Single(single) => Ok(single.query(&cmd).await?),
             Kind::Cluster(cluster) => {
                 let mut con = cluster
                     .connection

@@ -71,7 +71,11 @@ pub(super) fn plan_lease<'a>(
     let members = |u: &LeaseUpdate| -> Result<(LeaseMembers, u64)> {
         let (expired, leases) = match &set {
             Some(s) if !at.options.peek => {
-                s.expired_members(u.expired_through_us, u.remove_expired_at_most)?
+                // Within what the call's budget has left (as a log's).
+                let at_most = at.stale_at_most(u.remove_expired_at_most);
+                let (expired, leases) = s.expired_members(u.expired_through_us, at_most)?;
+                at.spend_stale(expired.len());
+                (expired, leases)
             }
             _ => (Vec::new(), 0),
         };

@@ -13,6 +13,8 @@
 //!    (modified-key signal, keyspace events): a keyspace-event subscriber may
 //!    change the keys from its callback.
 
+use std::cell::Cell;
+
 use smallvec::SmallVec;
 
 use super::answer::Answer;
@@ -121,8 +123,20 @@ pub fn rule<'a>(
     lease: Option<Lease<'a>>,
     options: &Options,
 ) -> Result<Answer> {
-    check_budget([(limit, options.force || modes.force)], options.op)?;
-    let (mut key, p) = plan(ctx, name, limit, modes, lease, clock_us(), options)?;
+    let stale_left = Cell::new(check_budget(
+        [(limit, options.force || modes.force)],
+        options.op,
+    )?);
+    let (mut key, p) = plan(
+        ctx,
+        name,
+        limit,
+        modes,
+        lease,
+        clock_us(),
+        options,
+        &stale_left,
+    )?;
     let mut answer = Answer::new(p.decision, None, p.blocked, options);
     answer.shadow_limited = p.shadow_limited;
     answer.soft_over = p.soft_over && !options.peek;
@@ -157,12 +171,14 @@ pub fn all<'a>(
     options: &Options,
     finish: Option<impl FnOnce(&mut Answer, &[Planned<'a>])>,
 ) -> Result<Answer> {
-    check_budget(
+    // What the budget leaves is shared by every limit's stale removals, in
+    // order (see check_budget).
+    let stale_left = Cell::new(check_budget(
         limits
             .iter()
             .map(|(_, limit, modes, _)| (limit, modes.force)),
         options.op,
-    )?;
+    )?);
     let now_us = clock_us();
     let mut keys: Few<Key> = Few::new();
     let mut planned: Few<Planned<'a>> = Few::new();
@@ -179,11 +195,28 @@ pub fn all<'a>(
             Limit::BucketWindow(_) | Limit::SlidingLog(_) | Limit::Concurrency(_)
         ) {
             // Planned as its single command plans it (see plan_string_key).
-            let (key, p) = plan(ctx, *name, limit, modes, *lease, now_us, options)?;
+            let (key, p) = plan(
+                ctx,
+                *name,
+                limit,
+                modes,
+                *lease,
+                now_us,
+                options,
+                &stale_left,
+            )?;
             every.put(key, p);
         } else {
             plan_into(
-                ctx, *name, limit, modes, *lease, now_us, options, &mut every,
+                ctx,
+                *name,
+                limit,
+                modes,
+                *lease,
+                now_us,
+                options,
+                &stale_left,
+                &mut every,
             )?;
         }
     }
@@ -264,8 +297,16 @@ pub fn all<'a>(
 ///
 /// A forced sliding log counts [`SlidingLog::forced_call_entries`]: a log
 /// in debt holds up to twice its limit in its window.
+///
+/// Returns what the budget leaves: the most stale entries (a log's entries
+/// that left the window, a lease set's expired slots) the whole call may
+/// remove, shared by its limits in order; each removes at most its own
+/// `n + 128` of what is left, the rest stays (never counted) for later calls.
 #[inline(always)]
-pub fn check_budget<'l>(limits: impl IntoIterator<Item = (&'l Limit, bool)>, op: Op) -> Result<()> {
+pub fn check_budget<'l>(
+    limits: impl IntoIterator<Item = (&'l Limit, bool)>,
+    op: Op,
+) -> Result<i64> {
     let tokens = match op {
         Op::Take(n) | Op::Refund(n) => n,
     };
@@ -280,13 +321,13 @@ pub fn check_budget<'l>(limits: impl IntoIterator<Item = (&'l Limit, bool)>, op:
         })
         .fold(0i64, i64::saturating_add);
     if entries == 0 {
-        return Ok(()); // no sliding log (the budget is at least 1)
+        return Ok(0); // no sliding log: nothing to remove
     }
     let budget = settings::sliding_log_call_budget();
     if entries > budget {
         return Err(Error::OverBudget { entries, budget });
     }
-    Ok(())
+    Ok(budget - entries)
 }
 
 /// The longer of two optional durations.
@@ -353,6 +394,24 @@ pub(super) struct At<'o> {
     /// `FORCE`: the call's option (a single command, `RL.LIMIT`) or this
     /// limit's (`RL.ALL`).
     force: bool,
+    /// The stale entries the call may still remove, shared by its limits
+    /// in order ([`check_budget`]).
+    stale_left: &'o Cell<i64>,
+}
+
+impl At<'_> {
+    /// The most stale entries this limit removes: its own `at_most`, within
+    /// what the call has left.
+    fn stale_at_most(&self, at_most: i64) -> i64 {
+        at_most.min(self.stale_left.get()).max(0)
+    }
+
+    /// Counts `removed` stale entries against the call's budget.
+    fn spend_stale(&self, removed: usize) {
+        let removed = i64::try_from(removed).unwrap_or(i64::MAX);
+        self.stale_left
+            .set(self.stale_left.get().saturating_sub(removed));
+    }
 }
 
 impl At<'_> {

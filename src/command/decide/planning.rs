@@ -7,6 +7,7 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 
+#[allow(clippy::too_many_arguments)]
 #[inline(never)] // one copy for the single commands
 pub(super) fn plan<'a>(
     ctx: Ctx,
@@ -16,8 +17,11 @@ pub(super) fn plan<'a>(
     lease: Option<Lease<'a>>,
     now_us: i64,
     options: &Options,
+    stale_left: &Cell<i64>,
 ) -> Result<(Key<'a>, Planned<'a>)> {
-    plan_into(ctx, name, limit, modes, lease, now_us, options, &mut Pair)
+    plan_into(
+        ctx, name, limit, modes, lease, now_us, options, stale_left, &mut Pair,
+    )
 }
 
 /// Where a planner leaves a limit's key and plan ([`plan_into`]): handed
@@ -129,6 +133,7 @@ pub(super) fn plan_into<'a, P: Put<'a>>(
     lease: Option<Lease<'a>>,
     now_us: i64,
     options: &Options,
+    stale_left: &Cell<i64>,
     out: &mut P,
 ) -> Result<P::Out> {
     let key = Key::open(ctx, name)?;
@@ -138,6 +143,7 @@ pub(super) fn plan_into<'a, P: Put<'a>>(
         modes,
         fresh: false,
         force: options.force || modes.force,
+        stale_left,
     };
     match out.plan(ctx, key, name, limit, lease, &at) {
         // Under a policy, another algorithm's state (or variant's) reads as

@@ -113,10 +113,14 @@ fn take(
         .max(block_until_us.unwrap_or(i64::MIN))
         .min(cap_us);
     // The entries the write removes, read (and checked) now: an error
-    // leaves every key of the call untouched.
+    // leaves every key of the call untouched. At most what the call's
+    // budget has left; the others stay (never counted) for later calls.
+    update.remove_at_most = at.stale_at_most(update.remove_at_most);
     let stale = match zset {
         Some(z) if !at.options.peek => {
-            z.stale_members(update.remove_through_us, update.remove_at_most)?
+            let stale = z.stale_members(update.remove_through_us, update.remove_at_most)?;
+            at.spend_stale(stale.len());
+            stale
         }
         _ => Vec::new(),
     };

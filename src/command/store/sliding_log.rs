@@ -15,7 +15,9 @@
 //! `sliding-log-max-limit` (default 1,000; see [`crate::command::settings`]). A call
 //! reads the newest entry and walks at most `limit + 1` entries from the
 //! newest down; an allowed call also removes at most `n + 128` of the oldest
-//! entries that left the window and adds `n` ≤ `limit`. Entries left over
+//! entries that left the window (and no more than the call budget leaves,
+//! shared by an `RL.ALL`'s limits: `decide::check_budget`) and adds `n` ≤
+//! `limit`. Entries left over
 //! stay until later calls remove them or the key expires (when its newest
 //! entry leaves the window); decisions count only entries inside the window,
 //! so they stay exact. Complexity: O(log N + limit) for N entries in the set.

@@ -56,11 +56,12 @@ def check(
     tokens: int = 1,
     refund: Optional[int] = None,
     peek: bool = False,
+    force: bool = False,
     block: Optional[Number] = None,
     name: Optional[str] = None,
 ) -> Call[Decision]:
     """The command of ``limit``'s algorithm on ``key`` (``RL.LIMIT`` for a :class:`Policy`)."""
-    args = single_args(key, limit, options(tokens, refund, peek, block))
+    args = single_args(key, limit, options(tokens, refund, peek, block, force))
     label, window_s = _label(limit, name), limit.window_s
     return Call(args, lambda reply: parse(reply, label, window_s))
 
@@ -71,11 +72,13 @@ def all_of(
     tokens: int = 1,
     refund: Optional[int] = None,
     peek: bool = False,
+    force: bool = False,
     block: Optional[Number] = None,
     name: Optional[str] = None,
 ) -> Call[Decision]:
-    """``RL.ALL``: the decision carries the binding limit's label and window."""
-    args = all_args(pairs, options(tokens, refund, peek, block))
+    """``RL.ALL``: the decision carries the binding limit's label and window; ``force``: ``FORCE``
+    after each limit (a concurrency limit takes none)."""
+    args = all_args(pairs, options(tokens, refund, peek, block), force=force)
 
     def read(reply: Any) -> Decision:
         bound = pairs[parse(reply, "", None).binding or 0][1]

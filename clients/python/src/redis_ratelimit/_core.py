@@ -329,13 +329,18 @@ class Decision:
 
 
 def options(tokens: int = 1, refund: Optional[int] = None, peek: bool = False,
-            block: Optional[Number] = None) -> List[str]:
-    """The trailing options: ``TOKENS n`` (omitted for 1) or ``REFUND n``, ``PEEK``, ``BLOCK s``."""
+            block: Optional[Number] = None, force: bool = False) -> List[str]:
+    """The trailing options: ``TOKENS n`` (omitted for 1) or ``REFUND n``, ``FORCE`` (the cost
+    recorded whatever the limit says), ``PEEK``, ``BLOCK s``."""
+    if force and (peek or refund is not None):
+        raise ValueError("force records a cost: it takes neither peek nor refund")
     out: List[str] = []
     if refund is not None:
         out += ["REFUND", str(refund)]
     elif tokens != 1:
         out += ["TOKENS", str(tokens)]
+    if force:
+        out.append("FORCE")
     if peek:
         out.append("PEEK")
     if block is not None:
@@ -355,15 +360,19 @@ def single_args(key: str, limit: Limit, opts: List[str]) -> List[str]:
     return [COMMANDS[limit.keyword], key, *limit.args(), *opts]
 
 
-def all_args(pairs: Sequence[Tuple[str, Limit]], opts: List[str]) -> List[str]:
+def all_args(pairs: Sequence[Tuple[str, Limit]], opts: List[str], force: bool = False) -> List[str]:
     if not pairs:
         raise ValueError("all() needs at least one (key, limit)")
+    if force and ("PEEK" in opts or "REFUND" in opts):
+        raise ValueError("force records a cost: it takes neither peek nor refund")
     keys = [k for k, _ in pairs]
     limits: List[str] = []
     for _, limit in pairs:
         if isinstance(limit, LeakyBucket):
             raise ValueError("LEAKYBUCKET cannot be part of RL.ALL")
         limits += [limit.keyword, *limit.args()]
+        if force and not isinstance(limit, Concurrency):
+            limits.append("FORCE")
         if isinstance(limit, Concurrency):
             if limit.lease_id is None:
                 raise ValueError("a Concurrency limit in all() needs its lease_id")

@@ -87,7 +87,7 @@ ENGINE_DESCRIPTIONS = {
 #: The WARNING of a fall back to ``EVALSHA`` (``%s``: the server's refusal).
 EVAL_FALLBACK = (
     "redis-ratelimit: engine 'eval': the server refused FUNCTION or FCALL (%s), so the library's "
-    "code runs by EVALSHA, about 3.4x the instructions of FCALL. Remedy: an administrator loads "
+    "code runs by EVALSHA, about 5x the instructions of FCALL. Remedy: an administrator loads "
     "the library once (make load-functions REDIS_URL=..., or redis-cli -x FUNCTION LOAD REPLACE "
     "< ratelimit.lua: docs/functions.md); users without FUNCTION then call it with FCALL"
 )

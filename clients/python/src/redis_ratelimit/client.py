@@ -188,6 +188,7 @@ class RateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -195,7 +196,8 @@ class RateLimiter:
         :class:`Policy`."""
         return self.run(
             _commands.check(
-                key, limit, tokens=tokens, refund=refund, peek=peek, block=block, name=name
+                key, limit, tokens=tokens, refund=refund, peek=peek, force=force, block=block,
+                name=name,
             )
         )
 
@@ -209,6 +211,7 @@ class RateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -219,6 +222,7 @@ class RateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -233,6 +237,7 @@ class RateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -243,6 +248,7 @@ class RateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -257,6 +263,7 @@ class RateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -267,6 +274,7 @@ class RateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -281,6 +289,7 @@ class RateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -292,6 +301,7 @@ class RateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -305,6 +315,7 @@ class RateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -315,6 +326,7 @@ class RateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -328,6 +340,7 @@ class RateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -338,6 +351,7 @@ class RateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -350,10 +364,12 @@ class RateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         name: Optional[str] = None,
     ) -> Decision:
         """``RL.LIMIT key policy``: the server-side policy decides (``headers()`` has no ``w``)."""
-        return self.check(key, Policy(policy), tokens=tokens, refund=refund, peek=peek, name=name)
+        return self.check(key, Policy(policy), tokens=tokens, refund=refund, peek=peek, force=force,
+                          name=name)
 
     def all(
         self,
@@ -362,14 +378,27 @@ class RateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
         """``RL.ALL``: every ``(key, limit)`` allows ``tokens`` now, or nothing is taken.
         ``Decision.binding`` is the 0-based index of the limit that decided."""
         return self.run(
-            _commands.all_of(pairs, tokens=tokens, refund=refund, peek=peek, block=block, name=name)
+            _commands.all_of(pairs, tokens=tokens, refund=refund, peek=peek, force=force,
+                             block=block, name=name)
         )
+
+    def charge(self, key: str, limit: Limit, cost: int, *,
+               name: Optional[str] = None) -> Optional[Decision]:
+        """Records ``cost`` tokens on ``key`` whatever ``limit`` says (``TOKENS cost FORCE``): a
+        cost known only after the work (an LLM call's tokens, bytes sent). Past the limit the
+        limiter goes into debt: the decision is limited (``remaining`` 0, ``retry_after_ms`` until
+        one more token is admitted) and later calls are refused until the debt is repaid.
+        ``cost`` 0 or less: nothing is sent, ``None``."""
+        if cost <= 0:
+            return None
+        return self.check(key, limit, tokens=cost, force=True, name=name)
 
     # -- RL.CONCURRENCY
     def concurrency(
@@ -547,13 +576,15 @@ class AsyncRateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
         """As :meth:`RateLimiter.check`."""
         return await self.run(
             _commands.check(
-                key, limit, tokens=tokens, refund=refund, peek=peek, block=block, name=name
+                key, limit, tokens=tokens, refund=refund, peek=peek, force=force, block=block,
+                name=name,
             )
         )
 
@@ -567,6 +598,7 @@ class AsyncRateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -577,6 +609,7 @@ class AsyncRateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -591,6 +624,7 @@ class AsyncRateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -601,6 +635,7 @@ class AsyncRateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -615,6 +650,7 @@ class AsyncRateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -625,6 +661,7 @@ class AsyncRateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -639,6 +676,7 @@ class AsyncRateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -650,6 +688,7 @@ class AsyncRateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -663,6 +702,7 @@ class AsyncRateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -673,6 +713,7 @@ class AsyncRateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -686,6 +727,7 @@ class AsyncRateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
@@ -696,6 +738,7 @@ class AsyncRateLimiter:
             tokens=tokens,
             refund=refund,
             peek=peek,
+            force=force,
             block=block,
             name=name,
         )
@@ -708,11 +751,13 @@ class AsyncRateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         name: Optional[str] = None,
     ) -> Decision:
         """``RL.LIMIT key policy``: the server-side policy decides (``headers()`` has no ``w``)."""
         return await self.check(
-            key, Policy(policy), tokens=tokens, refund=refund, peek=peek, name=name
+            key, Policy(policy), tokens=tokens, refund=refund, peek=peek, force=force,
+            name=name
         )
 
     async def all(
@@ -722,14 +767,23 @@ class AsyncRateLimiter:
         tokens: int = 1,
         refund: Optional[int] = None,
         peek: bool = False,
+        force: bool = False,
         block: Optional[Number] = None,
         name: Optional[str] = None,
     ) -> Decision:
         """``RL.ALL``: every ``(key, limit)`` allows ``tokens`` now, or nothing is taken.
         ``Decision.binding`` is the 0-based index of the limit that decided."""
         return await self.run(
-            _commands.all_of(pairs, tokens=tokens, refund=refund, peek=peek, block=block, name=name)
+            _commands.all_of(pairs, tokens=tokens, refund=refund, peek=peek, force=force,
+                             block=block, name=name)
         )
+
+    async def charge(self, key: str, limit: Limit, cost: int, *,
+                     name: Optional[str] = None) -> Optional[Decision]:
+        """As :meth:`RateLimiter.charge`."""
+        if cost <= 0:
+            return None
+        return await self.check(key, limit, tokens=cost, force=True, name=name)
 
     # -- RL.CONCURRENCY
     def concurrency(

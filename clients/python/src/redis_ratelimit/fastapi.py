@@ -30,11 +30,13 @@ from ._core import Concurrency, Decision, Limit, parse_limit
 from .concurrency import AsyncLeaseLimiter
 from .middleware import (
     AsyncLimiter,
+    Charge,
     Cost,
     KeyFunc,
     MemoryFallback,
     RateLimitFlow,
     RequestInfo,
+    ResponseInfo,
     Rule,
     _warn_unbounded,
     check_lease_limiter,
@@ -50,7 +52,11 @@ class RateLimit:
     client's address); ``name``: the header label and key part (default: the route's path);
     ``cost``: tokens per request, or a function of the request; ``prefix``, ``fail_open``,
     ``cache_size``, ``legacy_headers``, ``fallback``, ``recheck_after_s``, ``recheck_max_s`` as
-    :class:`~redis_ratelimit.middleware.RateLimitFlow`'s."""
+    :class:`~redis_ratelimit.middleware.RateLimitFlow`'s. ``charge(request, response)``: the
+    tokens a response cost, read from FastAPI's ``Response`` parameter (the endpoint sets it:
+    ``response.headers["x-llm-tokens"] = str(n)``): checked before the endpoint, recorded with
+    ``FORCE`` in the dependency's exit code (see the module's docstring for when FastAPI runs
+    it), as :class:`~redis_ratelimit.middleware.Rule`'s ``charge``."""
 
     def __init__(
         self,
@@ -67,6 +73,7 @@ class RateLimit:
         fallback: Optional[MemoryFallback] = None,
         recheck_after_s: float = 1.0,
         recheck_max_s: float = 30.0,
+        charge: Optional[Charge] = None,
     ) -> None:
         if isinstance(limit, Concurrency):
             raise TypeError("a Concurrency limit is held for the whole request: use "
@@ -76,6 +83,7 @@ class RateLimit:
         self.key = key
         self.name = name
         self.cost = cost
+        self.charge = charge
         self.flow = RateLimitFlow(
             prefix=prefix,
             fail_open=fail_open,
@@ -93,7 +101,8 @@ class RateLimit:
         first call)."""
         return getattr(self.limiter, "engine", None)
 
-    async def __call__(self, request: Request, response: Response) -> Optional[Decision]:
+    async def __call__(self, request: Request,
+                       response: Response) -> AsyncIterator[Optional[Decision]]:
         info = RequestInfo(
             request.method,
             request.url.path,
@@ -102,14 +111,20 @@ class RateLimit:
             request.url.query,
         )
         name = self.name or getattr(request.scope.get("route"), "path", None) or info.path
-        rule = Rule(self.limit, key=self.key, cost=self.cost, name=name)
+        rule = Rule(self.limit, key=self.key, cost=self.cost, name=name, charge=self.charge)
         outcome = await self.flow.decide_async(self.limiter, info, rule)
         if outcome is None:
-            return None
+            yield None
+            return
         if outcome.refusal is not None:
             raise exception_for(outcome.refusal)
         response.headers.update(outcome.headers)
-        return outcome.decision
+        yield outcome.decision
+        if outcome.pending is not None:
+            await self.flow.charge_async(self.limiter, outcome, ResponseInfo(
+                response.status_code or 200,
+                {k.lower(): v for k, v in response.headers.items()},
+            ))
 
 
 class ConcurrencyLimit:

@@ -88,6 +88,7 @@ log = logging.getLogger("redis_ratelimit")
 
 __all__ = [
     "RequestInfo",
+    "ResponseInfo",
     "Rule",
     "Refusal",
     "Outcome",
@@ -118,6 +119,19 @@ KeyFunc = Callable[[RequestInfo], Optional[str]]
 
 Cost = Union[int, Callable[[RequestInfo], int]]
 """Tokens one request takes: a number or a function of the request."""
+
+
+@dataclass(frozen=True)
+class ResponseInfo:
+    """What a rule's ``charge`` sees of the response: its status and headers (lower-case
+    names)."""
+
+    status: int
+    headers: Mapping[str, str]
+
+
+Charge = Callable[[RequestInfo, ResponseInfo], int]
+"""Tokens a response cost, known when it is done (an LLM call's, from a usage header)."""
 
 
 def client_ip(request: RequestInfo) -> Optional[str]:
@@ -168,7 +182,11 @@ class Rule:
     ``methods``: upper-case methods, or ``None`` for all. ``key``: the requester's identity
     (``None`` exempts the request). ``cost``: tokens per request, or a function of the request.
     ``name``: the label in the headers and in the Redis key (default: the path).
-    ``fail_open``: overrides the middleware's setting.
+    ``fail_open``: overrides the middleware's setting. ``charge``: a function of the request and
+    the response, the tokens the response cost (e.g. read from a usage header): the rule then
+    checks before the handler (``PEEK``: refused while the limit is spent or in debt) and records
+    that many with ``FORCE`` when the response is done, past the limit if need be (debt, repaid
+    before the next request passes). Not for a concurrency limit.
     """
 
     limit: Limit
@@ -178,21 +196,24 @@ class Rule:
     cost: Cost = 1
     name: Optional[str] = None
     fail_open: Optional[bool] = None
+    charge: Optional[Charge] = None
     _regex: Optional["re.Pattern[str]"] = field(default=None, init=False, repr=False)
 
     def __init__(self, limit: Union[Limit, str], path: str = "/",
                  methods: Optional[Collection[str]] = None, key: KeyFunc = client_ip,
                  cost: Cost = 1, name: Optional[str] = None,
-                 fail_open: Optional[bool] = None) -> None:
+                 fail_open: Optional[bool] = None, charge: Optional[Charge] = None) -> None:
         # ``limit`` may be the rule syntax: "100/minute", "1000/month@Europe/Paris"
         # (redis_ratelimit.parse_limit).
         self.limit = parse_limit(limit) if isinstance(limit, str) else limit
         self.path, self.methods, self.key, self.cost = path, methods, key, cost
-        self.name, self.fail_open = name, fail_open
+        self.name, self.fail_open, self.charge = name, fail_open, charge
         self._regex = None
         self.__post_init__()
 
     def __post_init__(self) -> None:
+        if self.charge is not None and isinstance(self.limit, Concurrency):
+            raise ValueError("a Concurrency rule holds slots, it is not charged: no charge=")
         if self.path.startswith("^"):
             self._regex = re.compile(self.path)
         if self.methods is not None:
@@ -234,6 +255,10 @@ class Outcome:
     decision: Optional[Decision] = None
     refusal: Optional[Refusal] = None
     lease: Optional[Lease] = None
+    #: A rule with ``charge``: what to charge when the response is done (:meth:`RateLimitFlow.charge`).
+    pending: Optional["_Pending"] = None
+    request: Optional[RequestInfo] = None
+    _charged: List[bool] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def status(self) -> Optional[int]:
@@ -426,6 +451,7 @@ class RateLimitFlow:
         self.cache = DenialCache(cache_size)
         self.fallback = fallback
         self.health = _Health(recheck_after_s, recheck_max_s)
+        self._charged_lock = threading.Lock()
 
     # ---------------------------------------------------------------- the flow
     def decide(
@@ -445,11 +471,14 @@ class RateLimitFlow:
                     tokens=step.cost, name=step.rule.label,
                 )
                 decision = lease.acquire()
+            elif step.rule.charge is not None:
+                decision = _charging(limiter).check(step.key, limit, tokens=step.cost,
+                                                    name=step.rule.label, peek=True)
             else:
                 decision = limiter.check(step.key, limit, tokens=step.cost, name=step.rule.label)
         except FAILURES as exc:
             return self._failed(step, exc)
-        return self._decided(step, decision, lease)
+        return self._decided(step, decision, lease, request)
 
     async def decide_async(
         self, limiter: AsyncLimiter, request: RequestInfo, rule: Optional[Rule] = None
@@ -467,13 +496,16 @@ class RateLimitFlow:
                     tokens=step.cost, name=step.rule.label,
                 )
                 decision = await lease.acquire()
+            elif step.rule.charge is not None:
+                decision = await _charging(limiter).check(step.key, limit, tokens=step.cost,
+                                                          name=step.rule.label, peek=True)
             else:
                 decision = await limiter.check(
                     step.key, limit, tokens=step.cost, name=step.rule.label
                 )
         except FAILURES as exc:
             return self._failed(step, exc)
-        return self._decided(step, decision, lease)
+        return self._decided(step, decision, lease, request)
 
     def release(self, outcome: Optional[Outcome]) -> None:
         """Gives back the slot ``outcome`` holds (a concurrency rule's), at most once; a failure
@@ -493,6 +525,66 @@ class RateLimitFlow:
                 await lease.release()
             except Exception as exc:
                 lease._log_release_failure(exc)
+
+    def charge(
+        self, limiter: SyncLimiter, outcome: Optional[Outcome], response: ResponseInfo
+    ) -> Optional[Decision]:
+        """Records what the response cost under a rule with ``charge`` (``TOKENS cost FORCE``),
+        at most once per outcome; a debt is remembered by the cache of denials. A failure (of the
+        charge function or of Redis) is logged, never raised: the response is already sent."""
+        step = self._to_charge(outcome)
+        if step is None or outcome is None:
+            return None
+        try:
+            cost = _cost_of(step, outcome, response)
+            if cost <= 0:
+                return None
+            decision = _charging(limiter).check(step.key, step.rule.limit, tokens=cost,
+                                                name=step.rule.label, force=True)
+        except Exception as exc:
+            self._charge_failed(step, exc)
+            return None
+        return self._charged(step, decision)
+
+    async def charge_async(
+        self, limiter: AsyncLimiter, outcome: Optional[Outcome], response: ResponseInfo
+    ) -> Optional[Decision]:
+        """:meth:`charge` with an asyncio limiter."""
+        step = self._to_charge(outcome)
+        if step is None or outcome is None:
+            return None
+        try:
+            cost = _cost_of(step, outcome, response)
+            if cost <= 0:
+                return None
+            decision = await _charging(limiter).check(step.key, step.rule.limit, tokens=cost,
+                                                      name=step.rule.label, force=True)
+        except Exception as exc:
+            self._charge_failed(step, exc)
+            return None
+        return self._charged(step, decision)
+
+    def _to_charge(self, outcome: Optional[Outcome]) -> Optional[_Pending]:
+        if outcome is None or outcome.pending is None or outcome.pending.rule.charge is None:
+            return None
+        with self._charged_lock:  # once, whoever reports the response done
+            if outcome._charged:
+                return None
+            outcome._charged.append(True)
+        return outcome.pending
+
+    def _charged(self, step: _Pending, decision: Decision) -> Decision:
+        self.health.succeeded()
+        decision = replace(decision, name=step.rule.label)
+        if decision.limited:
+            self.cache.put(step.key, decision)  # in debt: refused from memory until repaid
+        return decision
+
+    def _charge_failed(self, step: _Pending, exc: BaseException) -> None:
+        if isinstance(exc, OUTAGES):
+            self.health.failed()
+        log.warning("could not charge %s for a response (%s: %s): not recorded", step.rule.label,
+                    type(exc).__name__, exc)
 
     # ---------------------------------------------------------------- its steps
     def plan(self, request: RequestInfo, rule: Optional[Rule] = None) -> Optional[_Pending]:
@@ -521,7 +613,8 @@ class RateLimitFlow:
             return self._without_redis(step, None)
         return step
 
-    def _decided(self, step: _Pending, decision: Decision, lease: Optional[Lease] = None) -> Outcome:
+    def _decided(self, step: _Pending, decision: Decision, lease: Optional[Lease] = None,
+                 request: Optional[RequestInfo] = None) -> Outcome:
         self.health.succeeded()
         decision = replace(decision, name=step.rule.label)
         if isinstance(step.rule.limit, Concurrency) and decision.retry_after_ms > 1000:
@@ -530,6 +623,8 @@ class RateLimitFlow:
             decision = replace(decision, retry_after_ms=1000)
         headers = decision.headers(legacy=self.legacy_headers)
         if decision.allowed:
+            if step.rule.charge is not None:
+                return Outcome(headers, decision, pending=step, request=request)
             return Outcome(headers, decision, lease=lease)
         if not isinstance(step.rule.limit, Concurrency):
             # A concurrency refusal is not cached: a release frees a slot before its retry time.
@@ -567,6 +662,18 @@ class RateLimitFlow:
             return Outcome({})
         headers = {"Retry-After": "1"}
         return Outcome(headers, None, Refusal(503, headers, step.rule.label))
+
+
+def _charging(limiter: object) -> Any:
+    """The limiter of a charge rule: its ``check`` takes ``peek`` and ``force`` as well
+    (:class:`~redis_ratelimit.RateLimiter`, :class:`~redis_ratelimit.AsyncRateLimiter`)."""
+    return limiter
+
+
+def _cost_of(step: _Pending, outcome: Outcome, response: ResponseInfo) -> int:
+    charge = step.rule.charge
+    assert charge is not None and outcome.request is not None
+    return int(charge(outcome.request, response))
 
 
 _LEASE_METHODS = ("acquire", "renew", "release", "all")
@@ -686,25 +793,37 @@ class WSGIRateLimitMiddleware:
             start_response(f"{status} {reason}", [*out.items(), ("Content-Length", str(len(body)))])
             return [body]
         extra = list(outcome.headers.items())
+        started: List[ResponseInfo] = []
 
         def start(
             status: str, response_headers: List[Tuple[str, str]], exc_info: Any = None
         ) -> Any:
+            if outcome.pending is not None:
+                code = status.split(" ", 1)[0]
+                headers = {k.lower(): v for k, v in response_headers}
+                started[:] = [ResponseInfo(int(code) if code.isdigit() else 0, headers)]
             return start_response(status, list(response_headers) + extra, exc_info)
 
-        if outcome.lease is None:
+        if outcome.lease is None and outcome.pending is None:
             return self.app(environ, start)
+
+        def done() -> None:
+            self.flow.release(outcome)
+            if started:
+                self.flow.charge(self.limiter, outcome, started[0])
+
         try:
             app_body = self.app(environ, start)
         except BaseException:
             self.flow.release(outcome)
             raise
-        return _ReleasingBody(app_body, lambda: self.flow.release(outcome))
+        return _ReleasingBody(app_body, done)
 
 
 class _ReleasingBody:
-    """A WSGI body that gives the request's slot back when the server closes it (PEP 3333: after
-    the last chunk is sent, or when sending fails), after the app's own ``close``."""
+    """A WSGI body that gives the request's slot back, and charges what the response cost, when
+    the server closes it (PEP 3333: after the last chunk is sent, or when sending fails), after the
+    app's own ``close``."""
 
     def __init__(self, body: Iterable[bytes], release: Callable[[], None]) -> None:
         self.body = body
@@ -810,22 +929,34 @@ class ASGIRateLimitMiddleware:
             return
         extra = [(k.lower().encode(), v.encode()) for k, v in outcome.headers.items()]
         held = outcome.lease is not None
+        charged = outcome.pending is not None
+        started: List[ResponseInfo] = []
 
         async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start" and extra:
-                message = dict(message, headers=list(message.get("headers") or []) + extra)
+            if message["type"] == "http.response.start":
+                if charged:
+                    started.append(ResponseInfo(int(message.get("status", 0)), {
+                        k.decode("latin-1").lower(): v.decode("latin-1")
+                        for k, v in message.get("headers") or []
+                    }))
+                if extra:
+                    message = dict(message, headers=list(message.get("headers") or []) + extra)
             await send(message)
-            if (held and message["type"] == "http.response.body"
-                    and not message.get("more_body", False)):
-                await self.flow.release_async(outcome)  # the body is done
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                if held:
+                    await self.flow.release_async(outcome)  # the body is done
+                if started:
+                    await self.flow.charge_async(self.limiter, outcome, started[0])
 
-        if not held:
+        if not held and not charged:
             await self.app(scope, receive, send_with_headers)
             return
         try:
             await self.app(scope, receive, send_with_headers)
         finally:
             await self.flow.release_async(outcome)  # once: a no-op after the last body
+            if started:  # the app ended before its last body message: charge what started
+                await self.flow.charge_async(self.limiter, outcome, started[0])
 
     async def _app_handler(
         self, refusal: Refusal, scope: Scope, receive: Receive, send: Send

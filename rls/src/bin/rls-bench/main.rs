@@ -14,6 +14,9 @@
 //!    exhausted limit with the local over-limit cache off and on
 //!    ([`streams`]).
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,13 +33,13 @@ struct Args {
     /// A redis-server with the module (it is flushed).
     #[arg(long, default_value = "redis://127.0.0.1:6379")]
     redis_url: String,
-    /// Decisions per measurement of part 1.
+    /// Decisions per measurement of part 1; 0 skips it.
     #[arg(long, default_value_t = 20_000)]
     decisions: u64,
     /// Concurrent connections of part 1.
     #[arg(long, default_value_t = 8)]
     connections: u64,
-    /// The load generator's rate, requests/s (part 2).
+    /// The load generator's rate, requests/s (part 2); 0 skips it.
     #[arg(long, default_value_t = 2_000)]
     rate: u64,
     /// The load generator's duration, s.
@@ -47,6 +50,19 @@ struct Args {
     /// over 4 gRPC connections, for `--seconds` each; 0 skips it.
     #[arg(long, value_delimiter = ',', default_value = "16,64")]
     streams: Vec<u64>,
+    /// Part 3: runs of the without-Redis baseline and of one limit, in
+    /// turn, at each number of streams; their medians are compared.
+    #[arg(long, default_value_t = 3)]
+    rounds: u64,
+    /// Part 3 runs only this request (`without-redis`, `one-limit`,
+    /// `three-limits`, `flood`), once per number of streams: for profiling
+    /// (`perf record -t <a service thread>`, `strace -c`).
+    #[arg(long)]
+    only: Option<String>,
+    /// Part 3 fails (exit status 1) when one limit's CPU per decision in
+    /// the service is more than this times the baseline's; 0: no check.
+    #[arg(long, default_value_t = 0.0)]
+    max_ratio: f64,
     /// The server runs under `valgrind --tool=callgrind` with this pid:
     /// part 1 counts the whole server's instructions per decision (reading,
     /// parsing, executing, replying), and part 2 is skipped.
@@ -175,10 +191,93 @@ where
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+async fn main() -> std::process::ExitCode {
     let args = Args::parse();
     let client = redis::Client::open(args.redis_url.as_str()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    if args.decisions > 0 {
+        redis_cost(&args, &client, &mut con).await;
+    }
+    if args.callgrind_pid.is_some() {
+        return std::process::ExitCode::SUCCESS;
+    }
+    let _: () = redis::cmd("FLUSHALL").query_async(&mut con).await.unwrap();
+    // The service on a runtime of its own, as `ratelimit-rls` builds it: the
+    // CPU time of its threads is the service's, apart from this load
+    // generator's.
+    let service_runtime = ratelimit_rls::runtime::build().unwrap();
+    let dir = std::env::temp_dir().join(format!("rls-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("config.yaml");
+    std::fs::write(&config, streams::CONFIG).unwrap();
+    let flags: Vec<String> = [
+        "ratelimit-rls",
+        "--config",
+        config.to_str().unwrap(),
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+        "--redis-url",
+        &args.redis_url,
+        "--hash-tag-keys",
+        "user",
+        "--redis-timeout-ms",
+        "1000",
+    ]
+    .map(String::from)
+    .into();
+    let start = |extra: &[&str]| {
+        let settings = ratelimit_rls::settings::Settings::parse_from(
+            flags
+                .iter()
+                .map(String::as_str)
+                .chain(extra.iter().copied()),
+        );
+        service_runtime.spawn(async move { ratelimit_rls::start(&settings).await.unwrap() })
+    };
+    let running = start(&[]).await.unwrap();
+    let clients = streams::connect(&format!("http://{}", running.grpc_addr)).await;
+    if args.rate > 0 {
+        fixed_rate(&args, &running, &clients).await;
+    }
+    let mut ok = true;
+    if args.streams.iter().any(|&s| s > 0) {
+        let cached = start(&["--local-cache-size-in-bytes", "10000000"])
+            .await
+            .unwrap();
+        let cached_clients = streams::connect(&format!("http://{}", cached.grpc_addr)).await;
+        ok = match args.only.as_deref() {
+            Some(only) => {
+                streams::only(only, &args.streams, args.seconds, &clients).await;
+                true
+            }
+            None => {
+                streams::part3(
+                    &args.streams,
+                    args.seconds,
+                    args.rounds,
+                    args.max_ratio,
+                    &clients,
+                    &cached_clients,
+                )
+                .await
+            }
+        };
+        drop(cached);
+    }
+    drop(running);
+    service_runtime.shutdown_background();
+    let _ = std::fs::remove_dir_all(&dir);
+    if ok {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
+/// Part 1: the Redis server's cost per decision, ours against envoy's.
+async fn redis_cost(args: &Args, client: &redis::Client, con: &mut MultiplexedConnection) {
     let per_connection = args.decisions / args.connections;
     let n = (per_connection * args.connections) as f64;
     let callgrind = args
@@ -205,9 +304,9 @@ async fn main() {
         let mut ours = (0.0, 0.0);
         let mut plain = (0.0, 0.0);
         for with_limits in [true, false] {
-            let _: () = redis::cmd("FLUSHALL").query_async(&mut con).await.unwrap();
-            let spent = measure(&mut con, &["rl.all"], callgrind, || {
-                drive(&client, args.connections, per_connection, move |i| {
+            let _: () = redis::cmd("FLUSHALL").query_async(con).await.unwrap();
+            let spent = measure(con, &["rl.all"], callgrind, || {
+                drive(client, args.connections, per_connection, move |i| {
                     let user = i % 1000;
                     let mut cmd = redis::cmd("RL.ALL");
                     cmd.arg(k);
@@ -232,9 +331,9 @@ async fn main() {
                 plain = spent;
             }
         }
-        let _: () = redis::cmd("FLUSHALL").query_async(&mut con).await.unwrap();
-        let envoy = measure(&mut con, &["incrby", "expire"], callgrind, || {
-            drive(&client, args.connections, per_connection, move |i| {
+        let _: () = redis::cmd("FLUSHALL").query_async(con).await.unwrap();
+        let envoy = measure(con, &["incrby", "expire"], callgrind, || {
+            drive(client, args.connections, per_connection, move |i| {
                 let user = i % 1000;
                 let mut p = redis::pipe();
                 for d in 0..k {
@@ -259,50 +358,16 @@ async fn main() {
             plain.1 / envoy.1
         );
     }
-    if callgrind.is_some() {
-        return;
-    }
+}
 
-    // Part 2: the service under a fixed rate.
-    let dir = std::env::temp_dir().join(format!("rls-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("config.yaml");
-    std::fs::write(
-        &config,
-        "domain: bench
-descriptors:
-  - key: user
-    rate_limit: {unit: minute, requests_per_unit: 10000000}
-  - key: path
-    rate_limit: {unit: minute, requests_per_unit: 10000000, algorithm: sliding_window}
-  - key: tenant
-    rate_limit: {unit: minute, requests_per_unit: 10000000, algorithm: gcra}
-  - key: flood
-    rate_limit: {unit: hour, requests_per_unit: 1}
-",
-    )
-    .unwrap();
-    let flags = [
-        "ratelimit-rls",
-        "--config",
-        config.to_str().unwrap(),
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--http-addr",
-        "127.0.0.1:0",
-        "--redis-url",
-        &args.redis_url,
-        "--hash-tag-keys",
-        "user",
-        "--redis-timeout-ms",
-        "1000",
-    ];
-    let settings = ratelimit_rls::settings::Settings::parse_from(flags);
-    let running = ratelimit_rls::start(&settings).await.unwrap();
-    let endpoint = format!("http://{}", running.grpc_addr);
+/// Part 2: the service under a fixed rate, 3 descriptors per request.
+async fn fixed_rate(
+    args: &Args,
+    running: &ratelimit_rls::Running,
+    clients: &[RateLimitServiceClient<Channel>],
+) {
     let total = args.rate * args.seconds;
     let interval = Duration::from_nanos(1_000_000_000 / args.rate.max(1));
-    let clients = connect(&endpoint).await;
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(total as usize);
     for i in 0..total {
@@ -324,7 +389,7 @@ descriptors:
     }
     let elapsed = started.elapsed().as_secs_f64();
     latencies.sort();
-    let failures_before = failures(&running);
+    let failures_before = failures(running);
     let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     println!(
         "\n## The service: 3 descriptors per request, {} requests/s offered for {} s (4 gRPC connections, loopback)\n",
@@ -342,72 +407,6 @@ descriptors:
         errors,
         failures_before
     );
-
-    // Part 3: as many requests in flight as streams, as fast as answered,
-    // each request kind in turn; the flood also on a service with the local
-    // over-limit cache.
-    if args.streams.iter().any(|&s| s > 0) {
-        let cache = ["--local-cache-size-in-bytes", "10000000"];
-        let with_cache = ratelimit_rls::settings::Settings::parse_from(flags.iter().chain(&cache));
-        let cached = ratelimit_rls::start(&with_cache).await.unwrap();
-        let cached_clients = connect(&format!("http://{}", cached.grpc_addr)).await;
-        // The flood's limit (1 per hour) exhausted.
-        let _ = clients[0]
-            .clone()
-            .should_rate_limit(Case::Flood.request(0))
-            .await;
-        println!(
-            "\n## The service: streams in flight (closed loop), {} s each (4 gRPC connections, loopback)\n",
-            args.seconds
-        );
-        println!("CPU per decision: this process (the service and the load generator together), not Redis; the ratio is to the request answered without Redis at the same streams.\n");
-        println!("| streams | request | decisions/s | CPU µs per decision | ratio | p50 | p99 | errors |");
-        println!("|---|---|---|---|---|---|---|---|");
-        for &streams in args.streams.iter().filter(|&&s| s > 0) {
-            let mut baseline = None;
-            for (case, cache) in [
-                (Case::WithoutRedis, false),
-                (Case::OneLimit, false),
-                (Case::ThreeLimits, false),
-                (Case::Flood, false),
-                (Case::Flood, true),
-            ] {
-                let on = if cache { &cached_clients } else { &clients };
-                let f = streams::run(on, case, streams, args.seconds).await;
-                let base = *baseline.get_or_insert(f.cpu_us);
-                println!(
-                    "| {streams} | {}{} | {:.0} | {:.1} | {:.2} | {:?} | {:?} | {} |",
-                    case.name(),
-                    match (case, cache) {
-                        (Case::Flood, true) => ", local cache on",
-                        (Case::Flood, false) => ", cache off",
-                        _ => "",
-                    },
-                    f.per_second,
-                    f.cpu_us,
-                    f.cpu_us / base,
-                    f.p50,
-                    f.p99,
-                    f.errors
-                );
-            }
-        }
-        drop(cached);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Four gRPC connections to the service at `endpoint`.
-async fn connect(endpoint: &str) -> Vec<RateLimitServiceClient<Channel>> {
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        clients.push(
-            RateLimitServiceClient::connect(endpoint.to_string())
-                .await
-                .unwrap(),
-        );
-    }
-    clients
 }
 
 /// The service's Redis failures so far.
