@@ -38,6 +38,20 @@ impl BackendError {
             BackendError::Reply(_) => false,
         }
     }
+
+    /// Whether Redis refused a `FORCE` that its limit cannot hold as a debt
+    /// (`ERR FORCE cannot record this cost: …`, or a cost whose arithmetic
+    /// would overflow; nothing was written).
+    pub fn is_unrecordable_charge(&self) -> bool {
+        let unrecordable = |m: &str| {
+            m.contains("FORCE cannot record this cost") || m.contains("arithmetic would overflow")
+        };
+        match self {
+            BackendError::Redis(e) => unrecordable(&e.to_string()),
+            BackendError::Reply(m) => unrecordable(m),
+            BackendError::Timeout(_) => false,
+        }
+    }
 }
 
 /// What one `RL.ALL` does with its tokens.

@@ -136,6 +136,21 @@ impl Algorithm {
     }
 }
 
+/// When a rule's hits are recorded (`charge:` in its `rate_limit` block; the
+/// service's `--charge` / `RLS_CHARGE` when absent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Charge {
+    /// Only when the request is admitted: a refused request takes nothing
+    /// (all or nothing with the request's other `admitted` limits).
+    #[default]
+    Admitted,
+    /// Every hit, with `FORCE`: past the limit too, as a debt that later
+    /// requests wait for (a cost known after the response: LLM tokens,
+    /// bytes), as envoyproxy/ratelimit counts every hit.
+    Always,
+}
+
 /// The most requests per unit of a `sliding_log` rule (the module's bound).
 pub const SLIDING_LOG_MAX: u64 = 100_000;
 
@@ -160,9 +175,14 @@ pub struct Rule {
     /// (`FIXEDWINDOW n DAY|WEEK|MONTH|YEAR TZ zone`); `None`: envoy's fixed
     /// lengths (a month is 30 days).
     pub calendar: Option<String>,
+    /// `charge:`; `None`: the service's default (`--charge`).
+    pub charge: Option<Charge>,
     /// [`Rule::module_limit`], computed once when the rule is built
     /// ([`Rule::with_module_args`]) rather than on every request.
     pub module_args: Option<Arc<[String]>>,
+    /// [`Rule::module_args`] and `FORCE`: the limit of a charge recorded
+    /// whatever it says.
+    pub force_args: Option<Arc<[String]>>,
     /// The rule's place in [`Config::rules`] ([`Rule::OVERRIDE`] for a
     /// request's override): where its statistics are kept.
     pub id: usize,
@@ -176,7 +196,12 @@ impl Rule {
 
     /// This rule with its [`Rule::module_args`] filled in.
     pub fn with_module_args(mut self) -> Rule {
-        self.module_args = self.module_limit().map(Arc::from);
+        let args = self.module_limit();
+        self.force_args = args.clone().map(|mut a| {
+            a.push("FORCE".into());
+            Arc::from(a)
+        });
+        self.module_args = args.map(Arc::from);
         self
     }
 

@@ -24,7 +24,7 @@ use tonic::{Request, Response, Status};
 
 use crate::backend::{BackendError, Limiter};
 use crate::cache::LocalCache;
-use crate::config::{Config, Match, Rule};
+use crate::config::{Charge, Config, Match, Rule};
 use crate::metrics::{Metrics, RuleStats};
 use crate::settings::{FailureMode, Settings};
 
@@ -79,6 +79,8 @@ pub struct Shared {
     pub draining: AtomicBool,
     /// The local over-limit cache (`LOCAL_CACHE_SIZE_IN_BYTES`), when on.
     pub local_cache: Option<LocalCache>,
+    /// The charge of the rules that do not say (`--charge`, `RLS_CHARGE`).
+    pub charge: Charge,
 }
 
 impl Shared {
@@ -101,6 +103,7 @@ impl Shared {
             response_headers: settings.response_headers,
             draining: AtomicBool::new(false),
             local_cache: LocalCache::new(settings.local_cache_size_in_bytes),
+            charge: settings.charge,
         }
     }
 
@@ -211,7 +214,9 @@ fn override_rule(parts: Vec<String>, requests_per_unit: u32, unit: crate::config
         algorithm: crate::config::Algorithm::FixedWindow,
         burst: None,
         calendar: None,
+        charge: None,
         module_args: None,
+        force_args: None,
         id: Rule::OVERRIDE,
         stat_parts: parts,
     }

@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::config::Charge;
+
 /// What to answer when Redis fails or does not answer within the timeout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FailureMode {
@@ -139,6 +141,13 @@ pub struct Settings {
     /// retry time is over, without a Redis call.
     #[arg(long, env = "LOCAL_CACHE_SIZE_IN_BYTES", default_value_t = 0)]
     pub local_cache_size_in_bytes: u64,
+
+    /// When the hits of a rule without `charge:` are recorded: admitted (only
+    /// for admitted requests: a refused request takes nothing) or always
+    /// (every hit, with FORCE, past the limit too: a debt, as
+    /// envoyproxy/ratelimit counts every hit).
+    #[arg(long, env = "RLS_CHARGE", value_enum, default_value_t = Charge::Admitted)]
+    pub charge: Charge,
 
     /// The log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]

@@ -66,6 +66,10 @@ pub(super) struct YamlRateLimit {
     /// Ours: the calendar window's time zone (IANA name, `UTC` or `±hh:mm`).
     #[serde(default)]
     time_zone: Option<String>,
+    /// Ours: `admitted` (a refused request takes nothing) or `always` (every
+    /// hit is recorded, with `FORCE`); the service's `--charge` when absent.
+    #[serde(default)]
+    charge: Option<Charge>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -238,7 +242,9 @@ pub(super) fn load_descriptors(
                     algorithm,
                     burst: rl.burst,
                     calendar,
+                    charge: rl.charge,
                     module_args: None,
+                    force_args: None,
                     id: rules.len(),
                     stat_parts: stat_parts.clone(),
                 }

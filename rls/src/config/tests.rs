@@ -629,3 +629,46 @@ fn calendar_rules_are_checked_at_load() {
         assert!(e.contains(want), "{r}: {e}");
     }
 }
+
+/// `charge:` per rule, the service's `--charge` / `RLS_CHARGE` for the
+/// others; a bad value is refused at load, naming the file and the values.
+#[test]
+fn charge_per_rule_and_bad_values() {
+    let rule = |r: &str| format!("domain: api\ndescriptors:\n  - key: k\n    rate_limit: {r}\n");
+    let c = load(&rule("{unit: hour, requests_per_unit: 1, charge: always}"));
+    assert_eq!(c.rules()[0].charge, Some(Charge::Always));
+    assert_eq!(
+        c.rules()[0].force_args.as_deref().map(|a| a.join(" ")),
+        Some("FIXEDWINDOW 1 3600 FORCE".to_string())
+    );
+    let c = load(&rule(
+        "{unit: hour, requests_per_unit: 1, charge: admitted}",
+    ));
+    assert_eq!(c.rules()[0].charge, Some(Charge::Admitted));
+    let c = load(&rule("{unit: hour, requests_per_unit: 1}"));
+    assert_eq!(c.rules()[0].charge, None);
+    let e = load_err(&rule(
+        "{unit: hour, requests_per_unit: 1, charge: sometimes}",
+    ));
+    assert!(
+        e.contains("unknown variant `sometimes`, expected `admitted` or `always`"),
+        "{e}"
+    );
+    use clap::Parser;
+    let args = |charge: &str| {
+        crate::settings::Settings::try_parse_from([
+            "ratelimit-rls",
+            "--config",
+            "c.yaml",
+            "--charge",
+            charge,
+        ])
+    };
+    assert_eq!(args("always").unwrap().charge, Charge::Always);
+    let e = args("sometimes").unwrap_err().to_string();
+    assert!(
+        e.contains("invalid value 'sometimes' for '--charge <CHARGE>'")
+            && e.contains("[possible values: admitted, always]"),
+        "{e}"
+    );
+}

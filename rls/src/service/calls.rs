@@ -4,8 +4,16 @@
 //! enforced calls are sent at once (one round trip however many slots);
 //! when one refuses, those that took are refunded (at once, too). Shadow
 //! rules are decided after them: they take hits only from admitted requests.
+//!
+//! A limit of a `charge: always` rule is *forced*: its hits go with `FORCE`
+//! (per limit, in the same `RL.ALL` as the others), recorded whatever the
+//! other limits say, past its limit too (a debt), and never refunded. Its
+//! overshoot refuses the request like a refusal: the `admitted` limits that
+//! took are refunded. A charge the limit cannot hold as a debt (the
+//! module's bounds: 366 days of debt, a sliding log at twice its limit)
+//! takes what is left of the limit instead ([`saturate`]).
 
-use futures_util::future::try_join_all;
+use futures_util::future::{join_all, try_join_all};
 
 use super::Shared;
 use crate::backend::{BackendError, LimitReply, Op, MAX_TOKENS};
@@ -19,6 +27,9 @@ pub(super) struct Active {
     pub key: String,
     pub hits: u64,
     pub slot: u16,
+    /// Its hits are recorded with `FORCE`: a `charge: always` rule, hits
+    /// above 0 (a check only is never forced).
+    pub forced: bool,
 }
 
 /// Per descriptor: its outcome, once known.
@@ -35,16 +46,25 @@ pub(super) struct Outcome {
 /// One call: `(shadow, slot, hits)` and its limits (indexes into `active`).
 type Group = ((bool, u16, u64), Vec<usize>);
 
+/// One `RL.ALL` to send: its limits (indexes into `active`), its op, and
+/// whether the forced limits among them get `FORCE` (with a take only).
+struct Call {
+    slot: u16,
+    members: Vec<usize>,
+    op: Op,
+    force: bool,
+}
+
 /// The most keys one `RL.ALL` takes (the module's and the library's
 /// `numkeys` bound): a request with more is decided in several calls, as
 /// one across slots is.
 pub(super) const MAX_KEYS: usize = 64;
 
-/// The calls one request needs.
-pub(super) fn plan(active: &[Active]) -> Vec<Group> {
+/// The calls one request needs, for the limits `include` keeps.
+pub(super) fn plan(active: &[Active], include: impl Fn(&Active) -> bool) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     for (i, a) in active.iter().enumerate() {
-        if a.m.rule.module_args.is_none() {
+        if a.m.rule.module_args.is_none() || !include(a) {
             continue;
         }
         let g = (a.m.rule.shadow_mode, a.slot, a.hits);
@@ -73,71 +93,245 @@ fn op_for(hits: u64) -> Op {
     }
 }
 
-/// `RL.ALL` over one group's limits.
-async fn call(
+/// A group's calls: one, or, once the request is refused, the `admitted`
+/// limits looking (`PEEK`, for their statuses) and the forced ones
+/// recording their hits all the same.
+fn calls_for(active: &[Active], group: &Group, denied: bool) -> Vec<Call> {
+    let ((_, slot, hits), members) = group;
+    let call = |members: Vec<usize>, op| Call {
+        slot: *slot,
+        members,
+        op,
+        force: true,
+    };
+    if !denied {
+        return vec![call(members.clone(), op_for(*hits))];
+    }
+    let (forced, admitted): (Vec<usize>, Vec<usize>) =
+        members.iter().partition(|&&m| active[m].forced);
+    let mut calls = Vec::with_capacity(2);
+    if !admitted.is_empty() {
+        calls.push(call(admitted, Op::Peek));
+    }
+    if !forced.is_empty() {
+        calls.push(call(forced, op_for(*hits)));
+    }
+    calls
+}
+
+/// Whether `m` goes with `FORCE` in `c`.
+fn forced_in(active: &[Active], c: &Call, m: usize) -> bool {
+    c.force && active[m].forced && matches!(c.op, Op::Take(_))
+}
+
+/// `RL.ALL` over one call's limits.
+async fn send(
     shared: &Shared,
     active: &[Active],
-    group: &Group,
-    op: Op,
+    c: &Call,
 ) -> Result<(bool, Vec<LimitReply>), BackendError> {
-    let ((_, slot, _), members) = group;
-    let limits: Vec<(&str, &[String])> = members
+    let limits: Vec<(&str, &[String])> = c
+        .members
         .iter()
         .map(|&m| {
             let a = &active[m];
-            (
-                a.key.as_str(),
-                a.m.rule.module_args.as_deref().unwrap_or(&[]),
-            )
+            let args = if forced_in(active, c, m) {
+                a.m.rule.force_args.as_deref()
+            } else {
+                a.m.rule.module_args.as_deref()
+            };
+            (a.key.as_str(), args.unwrap_or(&[]))
         })
         .collect();
-    shared.backend.rl_all(&limits, op, *slot).await
+    shared.backend.rl_all(&limits, c.op, c.slot).await
 }
 
-/// Sends `groups` at once, each with its op; records each limit's outcome.
-/// Returns per group whether it refused.
-async fn decide_groups(
-    shared: &Shared,
+/// What a round of calls decided.
+#[derive(Default)]
+struct Decided {
+    /// A limit refused, or a forced one went past its limit.
+    refused: bool,
+    /// The `admitted` limits that took, per call: what a refusal gives back.
+    took: Vec<Call>,
+    /// Calls refused whole because a forced limit cannot hold its charge
+    /// (nothing was written): decided again, limit by limit.
+    unrecordable: Vec<Call>,
+}
+
+/// Records one call's replies in `outcomes`.
+fn settle(
     active: &[Active],
-    groups: &[(&Group, Op)],
+    c: Call,
+    (refused, each): (bool, Vec<LimitReply>),
     outcomes: &mut [Option<Outcome>],
-) -> Result<Vec<bool>, BackendError> {
-    let replies = try_join_all(
-        groups
-            .iter()
-            .map(|(group, op)| call(shared, active, group, *op)),
-    )
-    .await?;
-    let mut refused = Vec::with_capacity(groups.len());
-    for ((group, op), (was_refused, each)) in groups.iter().zip(replies) {
-        let untaken = match *op {
-            Op::Take(n) if was_refused => n,
+    decided: &mut Decided,
+) {
+    let is_forced = |m: usize| forced_in(active, &c, m);
+    // The `admitted` limits of one call take all or nothing.
+    let admitted_refused = c
+        .members
+        .iter()
+        .zip(&each)
+        .any(|(&m, r)| !is_forced(m) && r.limited);
+    for (&m, reply) in c.members.iter().zip(&each) {
+        let untaken = match c.op {
+            Op::Take(_) if is_forced(m) => 0,
+            Op::Take(n) if admitted_refused => n,
             Op::Take(_) | Op::Refund(_) => 0,
             Op::Peek => 1,
         };
-        for (&m, reply) in group.1.iter().zip(each) {
-            outcomes[active[m].index] = Some(Outcome {
-                reply,
-                untaken,
-                cached: false,
+        outcomes[active[m].index] = Some(Outcome {
+            reply: *reply,
+            untaken,
+            cached: false,
+        });
+    }
+    decided.refused |= refused || each.iter().any(|r| r.limited);
+    if let Op::Take(n) = c.op {
+        let admitted: Vec<usize> = c
+            .members
+            .iter()
+            .copied()
+            .filter(|&m| !is_forced(m))
+            .collect();
+        if !admitted_refused && !admitted.is_empty() {
+            decided.took.push(Call {
+                slot: c.slot,
+                members: admitted,
+                op: Op::Refund(n),
+                force: false,
             });
         }
-        refused.push(was_refused);
     }
-    Ok(refused)
 }
 
-/// Decides the active limits, filling `outcomes`; returns whether the
-/// request is refused. All or nothing across calls: when one refuses, the
-/// calls that took are refunded.
+/// Sends `calls` at once; records each limit's outcome.
+async fn decide_calls(
+    shared: &Shared,
+    active: &[Active],
+    calls: Vec<Call>,
+    outcomes: &mut [Option<Outcome>],
+) -> Result<Decided, BackendError> {
+    let replies = join_all(calls.iter().map(|c| send(shared, active, c))).await;
+    let mut decided = Decided::default();
+    let mut failed = None;
+    for (c, reply) in calls.into_iter().zip(replies) {
+        match reply {
+            Ok(reply) => settle(active, c, reply, outcomes, &mut decided),
+            Err(e)
+                if e.is_unrecordable_charge()
+                    && c.members.iter().any(|&m| forced_in(active, &c, m)) =>
+            {
+                decided.unrecordable.push(c);
+            }
+            Err(e) => failed = Some(e),
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(decided),
+    }
+}
+
+/// Decides `calls`, and again, limit by limit, those a charge too large for
+/// its limit refused whole: the request is then refused; the `admitted`
+/// limits look, each forced limit records its charge alone, and one that
+/// still cannot is saturated.
+async fn decide_all(
+    shared: &Shared,
+    active: &[Active],
+    calls: Vec<Call>,
+    outcomes: &mut [Option<Outcome>],
+) -> Result<Decided, BackendError> {
+    let mut decided = decide_calls(shared, active, calls, outcomes).await?;
+    if decided.unrecordable.is_empty() {
+        return Ok(decided);
+    }
+    decided.refused = true;
+    let mut again = Vec::new();
+    let mut full = Vec::new();
+    for c in std::mem::take(&mut decided.unrecordable) {
+        let (forced, admitted): (Vec<usize>, Vec<usize>) =
+            c.members.iter().partition(|&&m| forced_in(active, &c, m));
+        if !admitted.is_empty() {
+            again.push(Call {
+                members: admitted,
+                op: Op::Peek,
+                ..c
+            });
+        }
+        if let [only] = forced[..] {
+            full.push((only, c.slot, c.op));
+        } else {
+            again.extend(forced.into_iter().map(|m| Call {
+                members: vec![m],
+                ..c
+            }));
+        }
+    }
+    let second = decide_calls(shared, active, again, outcomes).await?;
+    for c in second.unrecordable {
+        full.extend(c.members.iter().map(|&m| (m, c.slot, c.op)));
+    }
+    for (m, slot, op) in full {
+        saturate(shared, active, m, slot, op, outcomes).await?;
+    }
+    Ok(decided)
+}
+
+/// A forced limit that cannot hold its charge as a debt: it takes what is
+/// left of it instead (the charge, refused, says how much is left; then
+/// that much), so it is exhausted, and its status is `OVER_LIMIT`.
+async fn saturate(
+    shared: &Shared,
+    active: &[Active],
+    m: usize,
+    slot: u16,
+    op: Op,
+    outcomes: &mut [Option<Outcome>],
+) -> Result<(), BackendError> {
+    let ordinary = |op| Call {
+        slot,
+        members: vec![m],
+        op,
+        force: false,
+    };
+    let (_, each) = send(shared, active, &ordinary(op)).await?;
+    let mut reply = each
+        .first()
+        .copied()
+        .ok_or_else(|| BackendError::Reply("RL.ALL answered no limit".into()))?;
+    if reply.limited {
+        if let Ok(left @ 1..) = u64::try_from(reply.remaining) {
+            let (_, each) = send(shared, active, &ordinary(Op::Take(left))).await?;
+            reply = each.first().copied().unwrap_or(reply);
+        }
+        reply.limited = true;
+        reply.remaining = 0;
+        reply.retry_after_ms = -1;
+    }
+    outcomes[active[m].index] = Some(Outcome {
+        reply,
+        untaken: 0,
+        cached: false,
+    });
+    Ok(())
+}
+
+/// Decides the active limits `include` keeps, filling `outcomes`; returns
+/// whether the request is refused. All or nothing across calls: when one
+/// refuses, the calls that took are refunded (but the forced limits).
+/// `denied`: the request is refused already (by the local cache): only the
+/// forced limits record their hits then.
 pub(super) async fn run(
     shared: &Shared,
     active: &[Active],
     outcomes: &mut [Option<Outcome>],
+    mut denied: bool,
+    include: impl Fn(&Active) -> bool,
 ) -> Result<bool, BackendError> {
     // A rule of 0 requests per unit refuses without asking Redis.
-    let mut denied = false;
-    for a in active {
+    for a in active.iter().filter(|a| include(a)) {
         if a.m.rule.module_args.is_none() {
             outcomes[a.index] = Some(Outcome {
                 reply: LimitReply {
@@ -153,45 +347,34 @@ pub(super) async fn run(
             denied |= !a.m.rule.shadow_mode;
         }
     }
-    let groups = plan(active);
-    // Once refused, a call only looks (PEEK) for its statuses.
-    let op = |hits: u64, denied: bool| if denied { Op::Peek } else { op_for(hits) };
-    let enforced: Vec<(&Group, Op)> = groups
-        .iter()
-        .filter(|((shadow, _, _), _)| !shadow)
-        .map(|g| (g, op(g.0 .2, denied)))
-        .collect();
+    let groups = plan(active, include);
+    let calls = |shadow: bool, denied: bool| -> Vec<Call> {
+        groups
+            .iter()
+            .filter(|((s, _, _), _)| *s == shadow)
+            .flat_map(|g| calls_for(active, g, denied))
+            .collect()
+    };
+    let enforced = calls(false, denied);
     if !enforced.is_empty() {
-        let refused = decide_groups(shared, active, &enforced, outcomes).await?;
-        if refused.iter().any(|&r| r) && !denied {
-            denied = true;
-            // Give back what the others took.
-            let took: Vec<(&Group, Op)> = enforced
-                .iter()
-                .zip(&refused)
-                .filter_map(|(&(g, op), &r)| match op {
-                    Op::Take(n) if !r => Some((g, Op::Refund(n))),
-                    _ => None,
-                })
-                .collect();
-            try_join_all(took.iter().map(|(g, op)| call(shared, active, g, *op))).await?;
-            for (g, op) in &took {
-                let Op::Refund(n) = op else { continue };
-                for &m in &g.1 {
+        let decided = decide_all(shared, active, enforced, outcomes).await?;
+        if decided.refused && !denied {
+            // Give back what the `admitted` limits took.
+            try_join_all(decided.took.iter().map(|c| send(shared, active, c))).await?;
+            for c in &decided.took {
+                let Op::Refund(n) = c.op else { continue };
+                for &m in &c.members {
                     if let Some(o) = outcomes[active[m].index].as_mut() {
-                        o.untaken = *n;
+                        o.untaken = n;
                     }
                 }
             }
         }
+        denied |= decided.refused;
     }
-    let shadow: Vec<(&Group, Op)> = groups
-        .iter()
-        .filter(|((shadow, _, _), _)| *shadow)
-        .map(|g| (g, op(g.0 .2, denied)))
-        .collect();
+    let shadow = calls(true, denied);
     if !shadow.is_empty() {
-        decide_groups(shared, active, &shadow, outcomes).await?;
+        decide_all(shared, active, shadow, outcomes).await?;
     }
     Ok(denied)
 }

@@ -15,7 +15,7 @@ use super::headers::{duration_ms, ietf_headers};
 use super::local;
 use super::{override_rule, Shared};
 use crate::backend::BackendError;
-use crate::config::{Match, Unit};
+use crate::config::{Charge, Match, Unit};
 use crate::keys;
 
 /// Why a request got no decision.
@@ -152,26 +152,34 @@ pub async fn decide(
         } else {
             0
         };
+        let forced = hits[i] > 0 && m.rule.charge.unwrap_or(shared.charge) == Charge::Always;
         active.push(Active {
             index: i,
             m,
             key,
             hits: hits[i],
             slot,
+            forced,
         });
     }
 
-    // A limit the local cache still holds refused: refused without Redis.
-    // Else the whole decision, however many calls it takes, within the
-    // timeout; its refusals go to the cache.
+    // A limit the local cache still holds refused: refused without Redis
+    // (but the forced limits, whose hits are recorded all the same). Else
+    // the whole decision, however many calls it takes, within the timeout;
+    // its refusals go to the cache.
     let started = Instant::now();
     let mut outcomes = vec![None; n];
     let from_cache = local::answer(shared, &active, &mut outcomes, started);
-    let denied = if from_cache {
+    let denied = if from_cache && !active.iter().any(|a| a.forced) {
         true
     } else {
         let timeout = shared.backend.timeout();
-        let decided = tokio::time::timeout(timeout, run(shared, &active, &mut outcomes)).await;
+        let include = |a: &Active| !from_cache || a.forced;
+        let decided = tokio::time::timeout(
+            timeout,
+            run(shared, &active, &mut outcomes, from_cache, include),
+        )
+        .await;
         let denied = match decided {
             Ok(result) => result.map_err(Failure::Redis)?,
             Err(_) => return Err(Failure::Redis(BackendError::Timeout(timeout))),

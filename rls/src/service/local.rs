@@ -10,9 +10,9 @@ use crate::backend::LimitReply;
 use crate::cache::Refusal;
 use crate::config::Rule;
 
-/// Whether the cache answers for this limit: an enforced rule decided in
-/// Redis (not shadow mode, not a rule of 0, not a request's override, whose
-/// limit is not in its key).
+/// Whether the cache keeps this limit's refusals: an enforced rule decided
+/// in Redis (not shadow mode, not a rule of 0, not a request's override,
+/// whose limit is not in its key).
 fn cacheable(a: &Active) -> bool {
     let rule = &a.m.rule;
     !rule.shadow_mode && rule.module_args.is_some() && rule.id != Rule::OVERRIDE
@@ -32,7 +32,9 @@ pub(super) fn answer(
         return false;
     };
     let mut any = false;
-    for a in active.iter().filter(|a| cacheable(a)) {
+    // A forced limit's hits are recorded whatever the cache says: it goes
+    // to Redis (a check of it, 0 hits, is not forced).
+    for a in active.iter().filter(|a| cacheable(a) && !a.forced) {
         if let Some(r) = cache.refused(&a.key, a.hits, now) {
             let left = r.until.saturating_duration_since(now);
             // Rounded up: never shorter than the refusal.
@@ -72,7 +74,8 @@ pub(super) fn answer(
 /// Records the refusals Redis answered in `outcomes`, each until `started`
 /// (the decision's start, before Redis read its clock) plus its
 /// `retry_after`: never longer than the refusal. A refusal "never"
-/// (`retry_after` -1: more hits than the limit holds) is not kept.
+/// (`retry_after` -1: more hits than the limit holds) is not kept. A forced
+/// limit past its limit (in debt) refuses one hit until its `retry_after`.
 pub(super) fn record(
     shared: &Shared,
     active: &[Active],
@@ -97,7 +100,7 @@ pub(super) fn record(
             &a.key,
             Refusal {
                 until,
-                hits: a.hits.max(1),
+                hits: if a.forced { 1 } else { a.hits.max(1) },
                 limit: o.reply.limit,
             },
         );
