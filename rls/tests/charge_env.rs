@@ -20,7 +20,13 @@ descriptors:
 
 /// The service as a user starts it: `RLS_CHARGE` set to `charge`, `flags`
 /// after the common ones.
-fn spawn(redis: &Redis, config: &std::path::Path, grpc_port: u16, charge: &str, flags: &[&str]) -> Child {
+fn spawn(
+    redis: &Redis,
+    config: &std::path::Path,
+    grpc_port: u16,
+    charge: &str,
+    flags: &[&str],
+) -> Child {
     Command::new(env!("CARGO_BIN_EXE_ratelimit-rls"))
         .env("RLS_CHARGE", charge)
         .arg("--config")
@@ -42,7 +48,9 @@ async fn connect(grpc_port: u16) -> RateLimitServiceClient<tonic::transport::Cha
     loop {
         match RateLimitServiceClient::connect(endpoint.clone()).await {
             Ok(c) => return c,
-            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
             Err(e) => panic!("the service did not start: {e}"),
         }
     }
@@ -64,11 +72,27 @@ async fn rls_charge_from_the_environment() {
         let mut child = spawn(&redis, &config, grpc_port, charge, flags);
         let mut client = connect(grpc_port).await;
         let value = format!("{charge}{}", flags.join(""));
-        let r = call(&mut client, request("d", vec![desc_hits(&[("default", &value)], 3)])).await;
+        let r = call(
+            &mut client,
+            request("d", vec![desc_hits(&[("default", &value)], 3)]),
+        )
+        .await;
         assert_eq!(r.overall_code, OVER_LIMIT, "RLS_CHARGE={charge} {flags:?}");
-        let check = call(&mut client, request("d", vec![desc_hits(&[("default", &value)], 0)])).await;
-        let expected = if in_debt { (OVER_LIMIT, Some(2), 0) } else { (OK, Some(2), 2) };
-        assert_eq!(statuses(&check), vec![expected], "RLS_CHARGE={charge} {flags:?}");
+        let check = call(
+            &mut client,
+            request("d", vec![desc_hits(&[("default", &value)], 0)]),
+        )
+        .await;
+        let expected = if in_debt {
+            (OVER_LIMIT, Some(2), 0)
+        } else {
+            (OK, Some(2), 2)
+        };
+        assert_eq!(
+            statuses(&check),
+            vec![expected],
+            "RLS_CHARGE={charge} {flags:?}"
+        );
         child.kill().ok();
         child.wait().ok();
     }
