@@ -806,8 +806,8 @@ const COMMON_PERCENT: usize = 25;
 
 /// Options in a common form: nothing or `TOKENS n`, then `FORCE` or not
 /// (about one call in 6: with `PEEK` or through the `_ro` twin a syntax
-/// error; seed 30 sends `RL.GCRA` 1,082 that fit and 240 past the limit,
-/// `RL.FIXEDWINDOW` 468 and 110, and the test requires both), then `PEEK` or not (sometimes through the
+/// error; seed 30 sends `RL.GCRA` about 1,070 that fit and 200 past the
+/// limit, `RL.FIXEDWINDOW` 440 and 140, and the test requires both), then `PEEK` or not (sometimes through the
 /// `_ro` twin), `ALIGN FIRST` first for a fixed window called so.
 fn common_options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>) {
     let mut tail: Vec<String> = Vec::new();
