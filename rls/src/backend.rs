@@ -208,22 +208,34 @@ pub fn parse_rl_all(
     limits: usize,
     with_limits: bool,
 ) -> Result<(bool, Vec<LimitReply>), BackendError> {
-    let ints: Vec<i64> = redis::from_redis_value_ref(value)
-        .map_err(|_| BackendError::Reply(format!("{value:?}")))?;
+    let unexpected = || BackendError::Reply(format!("{value:?}"));
+    let redis::Value::Array(items) = value else {
+        return Err(unexpected());
+    };
     let expected = if with_limits { 6 + 5 * limits } else { 6 };
-    if ints.len() != expected {
-        return Err(BackendError::Reply(format!("{ints:?}")));
+    if items.len() != expected {
+        return Err(unexpected());
     }
-    let each = if with_limits { &ints[6..] } else { &ints[..5] };
+    let int = |v: &redis::Value| match v {
+        redis::Value::Int(i) => Ok(*i),
+        _ => Err(unexpected()),
+    };
+    let each = if with_limits {
+        &items[6..]
+    } else {
+        &items[..5]
+    };
     let each = each
         .chunks_exact(5)
-        .map(|c| LimitReply {
-            limited: c[0] != 0,
-            limit: c[1],
-            remaining: c[2],
-            retry_after_ms: c[3],
-            reset_after_ms: c[4],
+        .map(|c| {
+            Ok(LimitReply {
+                limited: int(&c[0])? != 0,
+                limit: int(&c[1])?,
+                remaining: int(&c[2])?,
+                retry_after_ms: int(&c[3])?,
+                reset_after_ms: int(&c[4])?,
+            })
         })
-        .collect();
-    Ok((ints[0] != 0, each))
+        .collect::<Result<_, BackendError>>()?;
+    Ok((int(&items[0])? != 0, each))
 }

@@ -58,9 +58,11 @@ pub(super) struct Cluster {
 
 impl Redis {
     /// Prepares the connection; nothing is connected yet (the first call
-    /// connects), so the service starts while Redis is down. The
-    /// connection's own timeouts are a little longer than `timeout`, so that
-    /// the decision's timer is the one that fires.
+    /// connects), so the service starts while Redis is down. Connecting is
+    /// bounded a little longer than `timeout`, and so is each reply in a
+    /// cluster, so that the decision's timer is the one that fires; a
+    /// single server's replies have no timer of their own (every call is
+    /// under a decision's timer or [`Redis::query`]'s: one timer per call).
     pub fn new(url: &str, cluster: bool, timeout: Duration) -> Result<Redis, BackendError> {
         let connection_timeout = timeout + Duration::from_millis(50);
         let kind = if cluster {
@@ -146,18 +148,28 @@ impl Redis {
     ) -> Result<redis::Value, BackendError> {
         match &self.kind {
             Kind::Single(single) => Ok(single.query(&cmd).await?),
-            Kind::Cluster(cluster) => {
-                let mut con = cluster
-                    .connection
-                    .get_or_try_init(|| cluster.client.get_async_connection())
-                    .await?
-                    .clone();
-                // A routed command's error reply comes back as a value.
-                match con.route_command(cmd, routing).await? {
-                    redis::Value::ServerError(e) => Err(redis::RedisError::from(e).into()),
-                    value => Ok(value),
-                }
-            }
+            // Boxed: the cluster client's futures are large, and inline they
+            // would make a single server's calls as large.
+            Kind::Cluster(cluster) => Box::pin(cluster.route(cmd, routing)).await,
+        }
+    }
+}
+
+impl Cluster {
+    async fn route(
+        &self,
+        cmd: redis::Cmd,
+        routing: RoutingInfo,
+    ) -> Result<redis::Value, BackendError> {
+        let mut con = self
+            .connection
+            .get_or_try_init(|| self.client.get_async_connection())
+            .await?
+            .clone();
+        // A routed command's error reply comes back as a value.
+        match con.route_command(cmd, routing).await? {
+            redis::Value::ServerError(e) => Err(redis::RedisError::from(e).into()),
+            value => Ok(value),
         }
     }
 }
@@ -255,8 +267,13 @@ impl Limiter for Redis {
         slot: u16,
     ) -> Result<(bool, Vec<LimitReply>), BackendError> {
         // The caller bounds the whole decision by the timeout: no second
-        // timer here.
-        let mut engine = self.engine_ready().await?;
+        // timer here. The rare paths (finding the engine, the library's
+        // recoveries) are boxed, so that the module's call moves a small
+        // future.
+        let mut engine = match self.current_engine() {
+            Some(engine) => engine,
+            None => Box::pin(self.engine_ready()).await?,
+        };
         if engine == Engine::Module {
             let (cmd, with_limits) = rl_all_command(limits, op);
             match self.send(cmd, slot).await {
@@ -276,14 +293,14 @@ impl Limiter for Redis {
                         Ordering::Relaxed,
                         Ordering::Relaxed,
                     );
-                    engine = self.engine_ready().await?;
+                    engine = Box::pin(self.engine_ready()).await?;
                     if engine == Engine::Module {
                         return Err(e);
                     }
                 }
             }
         }
-        let (value, with_limits) = self.library_rl_all(engine, limits, op, slot).await?;
+        let (value, with_limits) = Box::pin(self.library_rl_all(engine, limits, op, slot)).await?;
         parse_rl_all(&value, limits.len(), with_limits)
     }
 

@@ -50,10 +50,21 @@ impl Single {
         }
     }
 
-    /// `cmd`'s reply (a server's error reply as an error).
+    /// `cmd`'s reply (a server's error reply as an error). Unbounded here:
+    /// every caller bounds it by its own timer (a decision's, or
+    /// [`super::Redis::query`]'s), so a call arms one timer, not two.
     pub(super) async fn query(&self, cmd: &redis::Cmd) -> RedisResult<redis::Value> {
-        let (number, mut con) = self.connection().await?;
-        let result = cmd.query_async(&mut con).await;
+        let (number, mut con) = match self.current.load().as_deref() {
+            Some(current) => current.clone(),
+            // Boxed: connecting is rare, and its future is large; inline, it
+            // would make every call's future as large (issue 47's profile:
+            // kilobytes moved per call).
+            None => Box::pin(self.connect()).await?,
+        };
+        let result = con
+            .send_packed_command(cmd)
+            .await
+            .and_then(redis::Value::extract_error);
         if let Err(e) = &result {
             if e.is_unrecoverable_error() || e.is_connection_dropped() {
                 forget(&self.current, number);
@@ -62,11 +73,8 @@ impl Single {
         result
     }
 
-    /// The connection in use, connecting when there is none.
-    async fn connection(&self) -> RedisResult<(u64, MultiplexedConnection)> {
-        if let Some(current) = self.current.load().as_deref() {
-            return Ok(current.clone());
-        }
+    /// Connects, unless another call did meanwhile.
+    async fn connect(&self) -> RedisResult<(u64, MultiplexedConnection)> {
         let _guard = self.connecting.lock().await;
         if let Some(current) = self.current.load().as_deref() {
             return Ok(current.clone());
@@ -76,7 +84,7 @@ impl Single {
         let stream = tokio::time::timeout(self.timeout, connect(self.info.addr()))
             .await
             .map_err(|_| timed_out("connecting"))??;
-        let config = AsyncConnectionConfig::new().set_response_timeout(Some(self.timeout));
+        let config = AsyncConnectionConfig::new().set_response_timeout(None);
         let (con, driver) = tokio::time::timeout(
             self.timeout,
             MultiplexedConnection::new_with_config(self.info.redis_settings(), stream, config),
