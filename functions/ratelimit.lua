@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 19
+local VERSION = 20
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -2420,9 +2420,13 @@ end
 -- handed in rather than captured, which would lengthen every closure's
 -- upvalue walk in the EVAL form.
 -- Not even made in the EVAL form: a closure made there walks the open
--- upvalues for each name it captures, on every call.
-local FAST
-local need_fast = not eval_form and function(call)
+-- upvalues for each name it captures, on every call. Not even in its
+-- text: the EVAL form is built without the lines from "fast paths: begin"
+-- to "fast paths: end" (docs/functions.md, "Source and forms"), whose
+-- code would cost its collector on every call.
+local FAST, need_fast
+-- fast paths: begin
+need_fast = not eval_form and function(call)
 if FAST then return FAST end
 
 -- A count in the form `[1-9][0-9]*`, at most 15 digits: what to_int reads
@@ -3493,6 +3497,7 @@ FAST = { gcra = fast_gcra, bucket = fast_bucket, log = fast_log, cell = fast_cel
   sliding = fast_sliding, all = fast_all, lease = fast_lease }
 return FAST
 end
+-- fast paths: end
 
 -- define(fname): the command `fname` (nil: none), made on its first call
 -- (see `call`, which hands itself in for the fast paths' fallbacks). One
