@@ -1648,15 +1648,21 @@ function zset_open(kind, key, now, id, probe)
   if type(len) ~= 'number' then fail(E_WRONGTYPE) end
   if len == 0 then return nil end
   if len > kind.max_len then e_foreign(key, kind.cmd, NOT_OURS_TOO_LONG) end
-  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
+  -- The newest entry, and the next one when that is the block: no member
+  -- read that the module does not read (one of another client's may be
+  -- long: each read copies it).
+  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   -- Built with its fields (not grown field by field: each growth rehashes).
   local z = { key = key, len = len, id = id }
-  local i = 1
-  if top[1] == 'B' then i = 3 end
-  local member = top[i]
+  local block_score
+  if top[1] == 'B' then
+    block_score = top[2]
+    top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '1', '1')
+  end
+  local member = top[1]
   if member ~= nil then
     -- Never the block's B here (set members are unique).
-    local score = tonumber(top[i + 1])
+    local score = tonumber(top[2])
     local read = kind.newest(member)
     if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
         and read ~= nil) then
@@ -1665,8 +1671,8 @@ function zset_open(kind, key, now, id, probe)
     z.newest = score_us(score)
     if read ~= true then z.member = read end
   end
-  if i == 3 then
-    z.blocked = score_us(tonumber(top[2]))
+  if block_score then
+    z.blocked = score_us(tonumber(block_score))
   elseif probe then
     -- The block's score and the probe's (a lease's first slot), in one call.
     local got = rcall('ZMSCORE', key, 'B', probe)
@@ -1696,7 +1702,14 @@ function zset_count_after(kind, z, old_max, at_most, want)
   if at_most < 0 then at_most = 0 end
   local fetch = at_most + 1
   if want and want > fetch then fetch = want end
-  local old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', '0', dec(fetch))
+  -- The same read by a fast path that handed the call over (kind.read):
+  -- not read again (a member of another client's may be long).
+  local read, old = kind.read
+  if read and read.key == z.key and read.old_max == old_max and read.fetch == fetch then
+    old = read.old
+  else
+    old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', '0', dec(fetch))
+  end
   z.old = old
   local n = #old
   if n > at_most + 1 then n = at_most + 1 end
@@ -1825,6 +1838,7 @@ local is_log_member = memo_check(LOG_SET, 6, function(member)
 end)
 LOG_SET.is_member = is_log_member
 SLIDINGLOG.is_member = is_log_member
+SLIDINGLOG.set = LOG_SET
 
 -- The log of `key` at `now` (zset_open), with `member`: the newest entry's
 -- integer member.
@@ -2764,6 +2778,15 @@ end
 -- sends the call to the full path (which errors where the module does).
 local function fast_log(lookup)
   local LOG, MEMBER_OK, members = SLIDINGLOG, {}, 0
+  local SET = LOG.set
+  -- The full path, handed this path's read of the old entries (zset_count_after
+  -- reads them no more: a member of another client's may be long).
+  local function full(keys, args, ro, now, old, cutoff, fetch)
+    if old then SET.read = { key = keys[1], old_max = cutoff, fetch = fetch, old = old } end
+    local reply = call('rl_slidinglog', keys, args, ro, now)
+    SET.read = nil
+    return reply
+  end
   local function is_member(m)
     local ok = MEMBER_OK[m]
     if ok == nil then
@@ -2797,20 +2820,20 @@ local function fast_log(lookup)
     local limit, w = lim.limit, lim.w
     local cutoff = now - w
     local newest, member, blocked, live = nil, nil, nil, 0
-    local old
+    local old, fetch
     if len > 0 then
       -- zset_count_after's walk of the old entries, with the stale entries
       -- an allowed call removes (the full path fetches as many).
       local removable = n < limit and n or limit
-      local fetch = removable + STALE_REMOVED_PER_CALL
+      fetch = removable + STALE_REMOVED_PER_CALL
       if fetch < limit + 2 then fetch = limit + 2 end
       old = rcall('ZRANGEBYSCORE', key, '-inf', format('%d', cutoff), 'LIMIT', '0', DEC_OF[fetch] or memo_dec(fetch))
       local older = #old
-      if older > limit + 1 then return call('rl_slidinglog', keys, args, ro, now) end
+      if older > limit + 1 then return full(keys, args, ro, now, old, cutoff, fetch) end
       local old_block = false
       for i = 1, older do
         local m = old[i]
-        if m == 'B' then old_block = true elseif not is_member(m) then return call('rl_slidinglog', keys, args, ro, now) end
+        if m == 'B' then old_block = true elseif not is_member(m) then return full(keys, args, ro, now, old, cutoff, fetch) end
       end
       -- Entries after the cutoff, a block there among them or not.
       local upper = len - older
@@ -2826,9 +2849,9 @@ local function fast_log(lookup)
           else
             if not newest then
               member, newest = newest_entry(m, top[i + 1])
-              if not member then return call('rl_slidinglog', keys, args, ro, now) end
+              if not member then return full(keys, args, ro, now, old, cutoff, fetch) end
             elseif not is_member(m) then
-              return call('rl_slidinglog', keys, args, ro, now)
+              return full(keys, args, ro, now, old, cutoff, fetch)
             end
             if seen == k then nth = score_us(tonumber(top[i + 1])) end
             seen = seen + 1
@@ -2836,7 +2859,7 @@ local function fast_log(lookup)
           lowest = top[i + 1]
         end
         if newest == nil or newest > now or (blocked and blocked > now) then
-          return call('rl_slidinglog', keys, args, ro, now)
+          return full(keys, args, ro, now, old, cutoff, fetch)
         end
         -- The block: read (its score), among the old entries, absent (the
         -- whole set read), or not read: then at or before the lowest entry
@@ -2854,12 +2877,12 @@ local function fast_log(lookup)
           elseif upper - 1 >= limit and low <= now then
             after = true
           else
-            return call('rl_slidinglog', keys, args, ro, now)
+            return full(keys, args, ro, now, old, cutoff, fetch)
           end
         end
         live = after and upper - 1 or upper
         if live > limit + 1 then live = limit + 1 end
-        if live + n <= limit then return call('rl_slidinglog', keys, args, ro, now) end
+        if live + n <= limit then return full(keys, args, ro, now, old, cutoff, fetch) end
         local reset = newest + w - now
         local retry = reset
         if nth then retry = nth + w - now end
@@ -2869,23 +2892,22 @@ local function fast_log(lookup)
         local q, r = retry % 1000, reset % 1000
         return { 1, limit, remaining, (retry - q) / 1000 + (q > 0 and 1 or 0), (reset - r) / 1000 + (r > 0 and 1 or 0) }
       end
-      -- zset_open: the newest entry and the block.
-      local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
-      local i = 1
+      -- zset_open: the newest entry, the next one past the block.
+      local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
       if top[1] == 'B' then
         blocked = score_us(tonumber(top[2]))
-        i = 3
+        top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '1', '1')
       end
-      if top[i] then
-        member, newest = newest_entry(top[i], top[i + 1])
-        if not member then return call('rl_slidinglog', keys, args, ro, now) end
+      if top[1] then
+        member, newest = newest_entry(top[1], top[2])
+        if not member then return full(keys, args, ro, now, old, cutoff, fetch) end
       end
       if not blocked and not old_block then
         local b = rcall('ZSCORE', key, 'B')
         if b then blocked = score_us(tonumber(b)) end
       end
       if (newest and newest > now) or (blocked and blocked > now) then
-        return call('rl_slidinglog', keys, args, ro, now)
+        return full(keys, args, ro, now, old, cutoff, fetch)
       end
       live = upper
       if blocked and blocked > cutoff then live = live - 1 end
@@ -2897,7 +2919,7 @@ local function fast_log(lookup)
     local remaining = limit - live
     if remaining < 0 then remaining = 0 end
     if n > limit or live + n > limit then
-      if n <= limit then return call('rl_slidinglog', keys, args, ro, now) end
+      if n <= limit then return full(keys, args, ro, now, old, cutoff, fetch) end
       local r = reset % 1000
       return { 1, limit, remaining, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
     end
