@@ -174,6 +174,16 @@ ROWS = [
         ("FCALL rl_slidingwindow NOW", ["FCALL", "rl_slidingwindow", "1", "fswn:{k}", "1000", "3600", "NOW", "{now}"]),
         ("FCALL rl_slidinglog NOW", ["FCALL", "rl_slidinglog", "1", "flogn:{k}", "100", "3600", "NOW", "{now}"]),
     ]],
+    # rl_concurrency's other common forms through the library (issue 45):
+    # the read-only twin on held leases, and releases (as RL.CONCURRENCY
+    # RELEASE above: a key's first release gives its lease back and deletes
+    # the key, later ones find nothing).
+    Row("FCALL_RO rl_concurrency_ro", ["FCALL_RO", "rl_concurrency_ro", "1", "fconcro:{k}", *CONC[2:], "ACQUIRE", "g"],
+        warm=["FCALL", "rl_concurrency", "1", "fconcro:{k}", *CONC[2:], "ACQUIRE", "g"],
+        setup=[functions_library()], measure="fcallroCommand"),
+    Row("FCALL rl_concurrency RELEASE", fcall([CONCR[0], "f" + CONCR[1], *CONCR[2:], "RELEASE", "g"]),
+        warm=fcall([CONCR[0], "f" + CONCR[1], *CONCR[2:], "ACQUIRE", "g"]),
+        setup=[functions_library()], measure="fcallCommand"),
     # A calendar window through the library (issue 44): a UTC month.
     Row("FCALL rl_fixedwindow MONTH", fcall(["RL.FIXEDWINDOW", "ffwm:{k}", "1000", "MONTH"]),
         setup=[functions_library()], measure="fcallCommand"),

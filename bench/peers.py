@@ -34,6 +34,8 @@ target for the functions without a peer above: at most 12,000 instructions
 above their floor.
 
 Usage: bench/peers.py [--calls N] [--server BIN] [--module SO] [--write-readme]
+[--only TEXT] (`--only rl_concurrency`: just the rows whose library call holds
+TEXT, printed, the README left alone)
 (`make bench` runs it with --write-readme: the table replaces the section
 between the markers in bench/README.md).
 """
@@ -166,7 +168,12 @@ def main():
     ap.add_argument("--server")
     ap.add_argument("--module")
     ap.add_argument("--write-readme", action="store_true")
+    ap.add_argument("--only", metavar="TEXT",
+                    help="measure only the rows whose library call holds TEXT (no README written)")
     args = ap.parse_args()
+    if args.only and args.write_readme:
+        raise SystemExit("--only measures some rows: it cannot write the README's tables")
+    wanted = lambda argv: not args.only or args.only in " ".join(argv)  # noqa: E731
     common = ["--calls", str(args.calls), "--keys", str(args.keys)]
     if args.server:
         common += ["--server", args.server]
@@ -179,6 +186,8 @@ def main():
     worst_module = 0.0
     missed = []
     for algorithm, peer, script, peer_argv, lib_argv, mod_argv, target in ROWS:
+        if not wanted(lib_argv):
+            continue
         p = measure(common, ["--no-module", "--script", os.path.join(PEERS, script)], peer_argv)
         lib = measure(common, ["--no-module", "--library", LIBRARY], lib_argv)
         mod = measure(common, module_opts, mod_argv)
@@ -195,6 +204,8 @@ def main():
     ]
     above_missed = []
     for lib_argv, floor_fn in FLOOR_ROWS:
+        if not wanted(lib_argv):
+            continue
         lib = measure(common, ["--no-module", "--library", LIBRARY], lib_argv)
         floor = measure(common, ["--no-module", "--library", FLOOR_LIBRARY], [lib_argv[0], floor_fn, *lib_argv[2:]])
         shown = " ".join("k" if a == K else a.replace("__now_us__", "t").replace(":__key_int__", "")
@@ -206,6 +217,8 @@ def main():
         line = f"| `{lib_argv[0]} {shown}` | {lib:,} | `{floor_fn}` | {floor:,} | {lib - floor:+,} | {target} |"
         print(line, flush=True)
         floor_lines.append(line)
+    if args.only:
+        return 0
     floors = []
     for script, what in (("floor_noop.lua", "`return 1`"),
                          ("floor_time_get_set.lua", "`TIME`, `GET`, `SET … PXAT` and five integers")):

@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 18
+local VERSION = 19
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -2138,8 +2138,10 @@ function CONCURRENCY.check_id(id)
 end
 
 -- A slot's member "<k>:<id>": k (1 to 100000, no leading zero) and id (1 to
--- 1024 bytes); nil for any other member.
+-- 1024 bytes); nil for any other member (one longer than 1031 bytes
+-- without a look at its bytes).
 local function split_slot(m)
+  if #m > 1031 then return nil end
   local colon = find(m, ':', 1, true)
   if colon == nil or colon > 7 or colon == 1 then return nil end
   local digits = sub(m, 1, colon - 1)
@@ -2150,6 +2152,8 @@ local function split_slot(m)
   if #id < 1 or #id > CONCURRENCY_HARD_MAX_ID then return nil end
   return k, id
 end
+
+CONCURRENCY.split_slot = split_slot
 
 -- The lease set as a kind of sorted set (zset_open): its command, its most
 -- entries (twice the largest limit, and the block), its member check
@@ -3376,8 +3380,214 @@ local function fast_all(KINDS)
   end
 end
 
+-- rl_concurrency: `ACQUIRE id [TOKENS n] [PEEK]`, `RENEW id [PEEK]`,
+-- `RELEASE id [PEEK]` (upper case, in that order), `NOW t` last or not,
+-- n at most the limit, on a lease set of at most 2 × limit + 2 entries,
+-- read whole by one ZRANGE: lease_open, CONCURRENCY.decide, .plan and
+-- .apply over what it read, with the same writes (ZREM of the expired
+-- entries and of the lease's slots it gives back, ZADD of its slots,
+-- PEXPIREAT; or UNLINK). Every entry must be one the module writes (a
+-- lease's slot or the block's B, an integer score from 10^14 to the
+-- horizon), the lease's own slots 1:id … p:id sharing one expiry, and no
+-- block in force; anything else goes on into the full path with the clock
+-- read (whose walks read a part of what this one read: it then answers or
+-- errors as the module does).
+local function fast_lease(lookup, split_slot)
+  -- split_slot's answers by member: SLOT_ID the lease id (false: the
+  -- block's B or a member the module does not write), SLOT_K the slot's k;
+  -- FIRST the member of each lease id's first slot (false: an id the
+  -- module refuses). Bounded.
+  local SLOT_K, SLOT_ID, FIRST, known = {}, {}, {}, 0
+  -- The other leases' expiries (ascending) and the expired entries'
+  -- members, reused by every call (no call runs inside another).
+  local OTHER, OLD = {}, {}
+  -- A refusal: `live` slots counted (the full path's capped count), the
+  -- retry (false: none; true: the reset), the reset: when every lease
+  -- live now has expired.
+  local function refused(limit, live, retry, now, newest, own_live, expires)
+    local latest = newest and newest > now and newest or nil
+    if own_live > 0 and (latest == nil or expires > latest) then latest = expires end
+    local reset = latest and latest - now or 0
+    if retry == true then retry = reset end
+    if retry and retry < 1 then retry = 1 end
+    local remaining = limit - live
+    if remaining < 0 then remaining = 0 end
+    local r = reset % 1000
+    if retry then
+      local q = retry % 1000
+      retry = (retry - q) / 1000 + (q > 0 and 1 or 0)
+    end
+    return { 1, limit, remaining, retry or -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
+  end
+  return function(keys, args, ro)
+    local count, n, now = #args, 1, nil
+    local op, id = args[3], args[4]
+    if count ~= 4 then
+      if count < 4 then return nil end
+      if count >= 6 and args[count - 1] == 'NOW' then
+        now = fast_now(args[count])
+        if not now then return nil end
+        count = count - 2
+      end
+      local i = 5
+      if op == 'ACQUIRE' and count >= 6 and args[5] == 'TOKENS' then
+        n = fast_count(args[6])
+        if not n then return nil end
+        i = 7
+      end
+      if i == count and args[i] == 'PEEK' then
+        ro = true
+        i = i + 1
+      end
+      if i <= count then return nil end
+    end
+    if #keys ~= 1 or (op ~= 'ACQUIRE' and op ~= 'RENEW' and op ~= 'RELEASE') then return nil end
+    local first = FIRST[id]
+    if first == nil then
+      local len = #id
+      first = len >= 1 and len <= CONCURRENCY_MAX_ID_LENGTH and '1:' .. id
+      if known >= 4096 then SLOT_K, SLOT_ID, FIRST, known = {}, {}, {}, 0 end
+      FIRST[id] = first
+      known = known + 1
+    end
+    if not first then return nil end
+    local lim = lookup(args[1], args[2])
+    if not lim then return nil end
+    local limit = lim.limit
+    if n > limit then return nil end
+    -- Kept beside the limit: the ZRANGE's last index, the most strings
+    -- the read may return, the lease's length in whole ms (rounded up).
+    local stop = lim.fast_stop
+    if not stop then
+      stop = format('%d', limit + limit + 2)
+      lim.fast_most = 4 * limit + 4
+      local r = lim.lease_us % 1000
+      lim.fast_lease_ms = (lim.lease_us - r) / 1000 + (r > 0 and 1 or 0)
+      lim.fast_stop = stop
+    end
+    local key = keys[1]
+    local got = rpcall('ZRANGE', key, '0', stop, 'WITHSCORES')
+    if got.err or #got > lim.fast_most then return nil end
+    if not now then
+      local t = rcall('TIME')
+      local secs = t[1]
+      now = (NUM_OF[secs] or memo_num(secs)) * US_PER_SEC + t[2]
+    end
+    local horizon = now + MAX_PERIOD_US
+    -- The walk: the lease's slots (p, their expiry, the highest k), the
+    -- live entries, the others' expiries, the expired entries.
+    local p, expires, top_k, live, others_n, old_n = 0, 0, 0, 0, 0, 0
+    for j = 1, #got, 2 do
+      local m, v = got[j], tonumber(got[j + 1])
+      if not (v and v >= 1e14 and v <= horizon and v % 1 == 0) then return call('rl_concurrency', keys, args, ro, now) end
+      local sid = SLOT_ID[m]
+      if sid == nil then
+        -- Not a slot: the full path's error (a long member not kept).
+        if #m > 1031 then return call('rl_concurrency', keys, args, ro, now) end
+        local k
+        k, sid = split_slot(m)
+        if known >= 4096 then SLOT_K, SLOT_ID, FIRST, known = {}, {}, {}, 0 end
+        SLOT_K[m], SLOT_ID[m] = k, sid or false
+        known = known + 1
+      end
+      if v > now then
+        if not sid then return call('rl_concurrency', keys, args, ro, now) end
+        live = live + 1
+      else
+        if not sid and m ~= 'B' then return call('rl_concurrency', keys, args, ro, now) end
+        old_n = old_n + 1
+        OLD[old_n] = m
+      end
+      if sid == id then
+        if p > 0 and v ~= expires then return call('rl_concurrency', keys, args, ro, now) end
+        expires = v
+        p = p + 1
+        local k = SLOT_K[m]
+        if k > top_k then top_k = k end
+      elseif sid then
+        others_n = others_n + 1
+        OTHER[others_n] = v
+      end
+    end
+    if top_k ~= p or p > CONCURRENCY_MAX_LIMIT then return call('rl_concurrency', keys, args, ro, now) end
+    -- CONCURRENCY.decide: the live slots counted up to limit + own + 1,
+    -- the others' among them, the others' newest expiry (nil: none).
+    local own_live = expires > now and p or 0
+    local others = live - own_live
+    if others > limit + 1 then others = limit + 1 end
+    live = others + own_live
+    local newest = OTHER[others_n]
+    local slots, last, d
+    if op == 'RELEASE' then
+      if newest and newest <= now then newest = nil end
+      local remaining = limit - others
+      if remaining < 0 then remaining = 0 end
+      local reset = newest and newest - now or 0
+      local r = reset % 1000
+      d = { 0, limit, remaining, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
+      if p == 0 or ro then return d end
+      -- The lease given back: its slots and the expired entries removed,
+      -- or the key when no other lease is live.
+      if not newest then
+        rcall('UNLINK', key)
+        return d
+      end
+      slots, last = 0, newest
+    else
+      if op == 'ACQUIRE' then
+        if others + n > limit then
+          -- The retry: when the (limit − n)-th newest other lease expires.
+          local at = others_n - limit + n
+          return refused(limit, live, at >= 1 and OTHER[at] - now or true, now, newest, own_live, expires)
+        end
+        slots = n
+      else
+        if own_live == 0 then return refused(limit, live, false, now, newest, own_live, expires) end
+        slots = p
+      end
+      -- lease_take.
+      expires = now + lim.lease_us
+      last = expires
+      local remaining = limit - others - slots
+      if remaining < 0 then remaining = 0 end
+      if newest and newest > last then
+        last = newest
+        local reset = last - now
+        local r = reset % 1000
+        d = { 0, limit, remaining, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
+      else
+        d = { 0, limit, remaining, -1, lim.fast_lease_ms }
+      end
+      if ro then return d end
+    end
+    -- The expired entries (oldest first, slots + 128 at most), then the
+    -- lease's slots past the ones it keeps; its slots; the expiry (never
+    -- past the horizon: no score read is).
+    local gone = slots + EXPIRED_REMOVED_PER_CALL
+    if gone > old_n then gone = old_n end
+    for k = slots + 1, p do
+      gone = gone + 1
+      OLD[gone] = (DEC_OF[k] or memo_dec(k)) .. ':' .. id
+    end
+    if gone > 0 then rcall('ZREM', key, unpack(OLD, 1, gone)) end
+    if slots == 1 then
+      rcall('ZADD', key, format('%d', expires), first)
+    elseif slots > 1 then
+      local score, adds = format('%d', expires), {}
+      for k = 1, slots do
+        adds[2 * k - 1] = score
+        adds[2 * k] = (DEC_OF[k] or memo_dec(k)) .. ':' .. id
+      end
+      rcall('ZADD', key, unpack(adds))
+    end
+    local r = last % 1000
+    rcall('PEXPIREAT', key, format('%d', (last - r) / 1000 + (r > 0 and 1 or 0)))
+    return d
+  end
+end
+
 FAST = { gcra = fast_gcra, bucket = fast_bucket, log = fast_log, cell = fast_cell, fixed = fast_fixed,
-  sliding = fast_sliding, all = fast_all }
+  sliding = fast_sliding, all = fast_all, lease = fast_lease }
 return FAST
 end
 
@@ -3492,7 +3702,7 @@ end
 -- RENEW id [PEEK] | RELEASE id [PEEK] (src/command/concurrency.rs).
 if fname == 'rl_concurrency' then
 need_concurrency()
-local concurrency_cached = limit_cache()
+local concurrency_cached, concurrency_lookup = limit_cache()
 local lease_op, check_lease_id = CONCURRENCY.op, CONCURRENCY.check_id
 return function(keys, args, ro, at_now)
   local key = keys[1]
@@ -3531,7 +3741,7 @@ return function(keys, args, ro, at_now)
   -- The call's own limit: the cached one holds no lease.
   local lim = { alg = CONCURRENCY, limit = base.limit, lease_us = base.lease_us, op = op, id = id }
   return run_one(key, lim, o, ro)
-end
+end, not eval_form and need_fast(call).lease(concurrency_lookup, CONCURRENCY.split_slot)
 end
 
 -- CL.THROTTLE key max_burst count_per_period period [quantity], then the

@@ -3,6 +3,9 @@
 //! at most three `redis.call`s — its length, its old entries, its newest
 //! entries (the retry) — where the full path makes five: a flood of refused
 //! hits costs about what `limits`' moving window does (one call).
+//! And `rl_concurrency`'s common forms read the lease set with one `ZRANGE`:
+//! a held lease acquired again makes three (`ZRANGE`, `ZADD`, `PEXPIREAT`)
+//! where the full path made ten.
 //!
 //! Counted by the server itself: `INFO commandstats` counts every command a
 //! script runs, so the calls of one `FCALL` are the commands counted between
@@ -195,5 +198,113 @@ fn a_refused_sliding_log_call_with_now_makes_at_most_three_calls() {
         T0 + 20_000,
     );
     assert_eq!(reply[0], 1);
+    assert!(total(&ran) > 3, "the full path: {ran:?}");
+}
+
+/// `rl_concurrency key 3 60 <op…> NOW t` through `function` (FCALL or
+/// FCALL_RO): the commands it ran and its reply.
+fn lease_call(
+    con: &mut redis::Connection,
+    function: &str,
+    key: &str,
+    op: &[&str],
+    now: i64,
+) -> (Vec<(String, i64)>, Vec<i64>) {
+    let now = now.to_string();
+    let fcall = if function.ends_with("_ro") {
+        "FCALL_RO"
+    } else {
+        "FCALL"
+    };
+    let mut args = vec![fcall, function, "1", key, "3", "60"];
+    args.extend_from_slice(op);
+    args.extend_from_slice(&["NOW", &now]);
+    let (ran, reply) = commands_of(con, &args);
+    (ran, integers(&reply))
+}
+
+/// (function, operation, at, limited, the commands it runs)
+type LeaseCase<'a> = (&'a str, &'a [&'a str], i64, i64, &'a [&'a str]);
+
+#[test]
+fn a_lease_call_reads_its_set_once() {
+    // rl_concurrency's fast path (its common forms) reads the lease set with
+    // one ZRANGE, then writes what the full path writes: a held lease
+    // acquired again costs ZRANGE, ZADD, PEXPIREAT where the full path ran
+    // ten commands (ZCARD, the newest two, the block's score, two slots'
+    // scores, the old entries, the live ones, the newest other, ZADD,
+    // PEXPIREAT).
+    let server = Server::start_library(&["--save", "", "--appendonly", "no"]);
+    let mut con = server.connect();
+    // The limit parsed once (the fast path takes limits already parsed).
+    lease_call(&mut con, "rl_concurrency", "warm", &["ACQUIRE", "g"], T0);
+    let (write, read) = (["pexpireat", "zadd", "zrange"], ["zrange"]);
+    let cases: [LeaseCase; 9] = [
+        // (function, operation, at, limited, the commands it runs)
+        ("rl_concurrency", &["ACQUIRE", "g"], T0, 0, &write),
+        ("rl_concurrency", &["ACQUIRE", "g"], T0 + 1_000, 0, &write),
+        (
+            "rl_concurrency",
+            &["ACQUIRE", "h", "TOKENS", "2"],
+            T0 + 2_000,
+            0,
+            &write,
+        ),
+        // The limit of 3 held (g 1, h 2): refused, having read the set.
+        ("rl_concurrency", &["ACQUIRE", "i"], T0 + 3_000, 1, &read),
+        (
+            "rl_concurrency",
+            &["RENEW", "h", "PEEK"],
+            T0 + 4_000,
+            0,
+            &read,
+        ),
+        ("rl_concurrency_ro", &["ACQUIRE", "g"], T0 + 4_000, 0, &read),
+        ("rl_concurrency", &["RENEW", "h"], T0 + 5_000, 0, &write),
+        // g given back while h lives: its slot removed, the expiry kept.
+        (
+            "rl_concurrency",
+            &["RELEASE", "g"],
+            T0 + 6_000,
+            0,
+            &["pexpireat", "zrange", "zrem"],
+        ),
+        // Every lease expired: h given back, the key goes.
+        (
+            "rl_concurrency",
+            &["RELEASE", "h"],
+            T0 + 61_000_000,
+            0,
+            &["unlink", "zrange"],
+        ),
+    ];
+    for (function, op, at, limited, expected) in cases {
+        let (ran, reply) = lease_call(&mut con, function, "leases", op, at);
+        assert_eq!(reply[0], limited, "{function} {op:?}: {reply:?}");
+        let names: Vec<&str> = ran.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, expected, "{function} {op:?}: {ran:?}");
+        assert_eq!(
+            total(&ran),
+            expected.len() as i64,
+            "{function} {op:?}: {ran:?}"
+        );
+    }
+    // For scale: the same acquisition in a form without a fast path (the
+    // operation in lower case) takes the full path and makes more calls.
+    lease_call(
+        &mut con,
+        "rl_concurrency",
+        "leases",
+        &["ACQUIRE", "g"],
+        T0 + 62_000_000,
+    );
+    let (ran, reply) = lease_call(
+        &mut con,
+        "rl_concurrency",
+        "leases",
+        &["acquire", "g"],
+        T0 + 62_001_000,
+    );
+    assert_eq!(reply[0], 0);
     assert!(total(&ran) > 3, "the full path: {ran:?}");
 }

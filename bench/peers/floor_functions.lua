@@ -80,21 +80,15 @@ redis.register_function('floor_log', function(keys, args)
   return { 0, 1, 2, -1, 5 }
 end)
 
--- rl_concurrency … ACQUIRE of a held lease: TIME, ZCARD, the newest two,
--- the block's score, the lease's two slots' scores, the expired entries,
--- the newest three, ZADD, PEXPIREAT.
+-- rl_concurrency … ACQUIRE of a held lease (its fast path): TIME, the lease
+-- set read whole (at most 2 × limit + 2 entries), ZADD of its slot,
+-- PEXPIREAT.
 redis.register_function('floor_concurrency', function(keys)
   local t = redis.call('TIME')
   local key = keys[1]
-  redis.call('ZCARD', key)
-  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
-  redis.call('ZSCORE', key, 'B')
-  redis.call('ZSCORE', key, '1:g')
-  redis.call('ZSCORE', key, '2:g')
-  redis.call('ZRANGEBYSCORE', key, '-inf', t[1] .. '000000', 'LIMIT', '0', '129')
-  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '3')
-  redis.call('ZADD', key, t[1] .. '000000', '1:g')
-  redis.call('PEXPIREAT', key, ms(t, 3600000))
+  redis.call('ZRANGE', key, '0', '202', 'WITHSCORES')
+  redis.call('ZADD', key, string.format('%s%06d', t[1], t[2]), '1:g')
+  redis.call('PEXPIREAT', key, ms(t, 60000))
   return { 0, 1, 2, -1, 5 }
 end)
 
@@ -118,14 +112,7 @@ redis.register_function { function_name = 'floor_all2_ro', flags = { 'no-writes'
 end }
 
 redis.register_function { function_name = 'floor_concurrency_ro', flags = { 'no-writes' }, callback = function(keys)
-  local t = redis.call('TIME')
-  local key = keys[1]
-  redis.call('ZCARD', key)
-  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
-  redis.call('ZSCORE', key, 'B')
-  redis.call('ZSCORE', key, '1:g')
-  redis.call('ZSCORE', key, '2:g')
-  redis.call('ZRANGEBYSCORE', key, '-inf', t[1] .. '000000', 'LIMIT', '0', '129')
-  redis.call('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '3')
+  redis.call('TIME')
+  redis.call('ZRANGE', keys[1], '0', '202', 'WITHSCORES')
   return { 0, 1, 2, -1, 5 }
 end }
