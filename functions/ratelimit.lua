@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 19
+local VERSION = 20
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -2560,9 +2560,10 @@ local function fast_now(s)
   return nil
 end
 
--- The common forms after `params` parameters: `[TOKENS n] [PEEK] [NOW t]`
--- in that order, upper case. Returns the tokens, the clock (nil: none) and
--- whether PEEK was given; nil for any other form.
+-- The common forms after `params` parameters: `[TOKENS n] [FORCE] [PEEK]
+-- [NOW t]` in that order, upper case, FORCE and PEEK not both (the full
+-- path's syntax error). Returns the tokens, the clock (nil: none), whether
+-- PEEK was given and whether FORCE was; nil for any other form.
 local function fast_form(args, params)
   local count = #args
   local now
@@ -2577,13 +2578,19 @@ local function fast_form(args, params)
     if not n then return nil end
     i = i + 2
   end
+  local force = false
+  if i <= count and args[i] == 'FORCE' then
+    force = true
+    i = i + 1
+  end
   local peek = false
   if i == count and args[i] == 'PEEK' then
+    if force then return nil end
     peek = true
     i = i + 1
   end
   if i <= count then return nil end
-  return n, now, peek
+  return n, now, peek, force
 end
 
 
@@ -2621,11 +2628,16 @@ end
 local function fast_gcra(lookup)
   return function(keys, args, ro)
     if #keys ~= 1 then return nil end
-    local n, now = 1, nil
-    if #args ~= 3 then
+    local n, now, force = 1, nil, false
+    local count = #args
+    if count == 4 and args[4] == 'FORCE' then
+      if ro then return nil end
+      force = true
+    elseif count ~= 3 then
       local peek
-      n, now, peek = fast_form(args, 3)
-      if not n then return nil end
+      n, now, peek, force = fast_form(args, 3)
+      -- FORCE in rl_gcra_ro: the full path's syntax error.
+      if not n or force and ro then return nil end
       if peek then ro = true end
     end
     local lim = lookup(args[1], args[2], args[3])
@@ -2660,6 +2672,8 @@ local function fast_gcra(lookup)
         r = new_ttl % 1000
         return { 0, limit, (x - x % t) / t, -1, (new_ttl - r) / 1000 + (r > 0 and 1 or 0) }
       end
+      -- FORCE past the limit: the debt is the full path's.
+      if force then return call('rl_gcra', keys, args, ro, now) end
       x = tau - ttl
       local retry = new_ttl - tau
       r = ttl % 1000
@@ -2667,6 +2681,7 @@ local function fast_gcra(lookup)
       return { 1, limit, x > 0 and (x - x % t) / t or 0, (retry - q) / 1000 + (q > 0 and 1 or 0),
         (ttl - r) / 1000 + (r > 0 and 1 or 0) }
     end
+    if force then return call('rl_gcra', keys, args, ro, now) end
     x = tau - ttl
     r = ttl % 1000
     return { 1, limit, x > 0 and (x - x % t) / t or 0, -1, (ttl - r) / 1000 + (r > 0 and 1 or 0) }
@@ -2689,8 +2704,9 @@ local function fast_bucket(lookup, fname, leaky)
   end
   return function(keys, args, ro)
     if #keys ~= 1 then return nil end
-    local n, now, peek = fast_form(args, 3)
-    if not n then return nil end
+    local n, now, peek, force = fast_form(args, 3)
+    -- FORCE: the full path (its fast form is rl_gcra's and rl_fixedwindow's).
+    if not n or force then return nil end
     if peek then ro = true end
     local lim = lookup(args[1], args[2], args[3])
     if not lim then return nil end
@@ -2812,8 +2828,9 @@ local function fast_log(lookup)
   end
   return function(keys, args, ro)
     if #keys ~= 1 then return nil end
-    local n, now, peek = fast_form(args, 2)
-    if not n then return nil end
+    local n, now, peek, force = fast_form(args, 2)
+    -- FORCE: the full path (its fast form is rl_gcra's and rl_fixedwindow's).
+    if not n or force then return nil end
     if peek then ro = true end
     local lim = lookup(args[1], args[2])
     if not lim then return nil end
@@ -3065,8 +3082,14 @@ local function fast_fixed(lookup)
   return function(keys, args, ro)
     if #keys ~= 1 then return nil end
     local first = args[3] == 'ALIGN' and args[4] == 'FIRST'
-    local n, now, peek = fast_form(args, first and 4 or 2)
-    if not n then return nil end
+    local n, now, peek, force
+    if #args == 3 and args[3] == 'FORCE' then
+      n, peek, force = 1, false, true
+    else
+      n, now, peek, force = fast_form(args, first and 4 or 2)
+    end
+    -- FORCE in rl_fixedwindow_ro: the full path's syntax error.
+    if not n or force and ro then return nil end
     if peek then ro = true end
     local lim = lookup(args[1], args[2])
     if lim and first then lim = lim.first_variant end
@@ -3123,6 +3146,8 @@ local function fast_fixed(lookup)
       end
       return { 0, limit, limit - new_count, -1, reset }
     end
+    -- FORCE past the limit: the debt is the full path's.
+    if force then return call('rl_fixedwindow', keys, args, ro, now) end
     local remaining = limit - count
     if remaining < 0 then remaining = 0 end
     if count == 0 then reset = 0 end
@@ -3136,8 +3161,9 @@ end
 local function fast_sliding(lookup)
   return function(keys, args, ro)
     if #keys ~= 1 then return nil end
-    local n, now, peek = fast_form(args, 2)
-    if not n then return nil end
+    local n, now, peek, force = fast_form(args, 2)
+    -- FORCE: the full path (its fast form is rl_gcra's and rl_fixedwindow's).
+    if not n or force then return nil end
     if peek then ro = true end
     local lim = lookup(args[1], args[2])
     if not lim or lim.limit > MAX_EXACT then return nil end

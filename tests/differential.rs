@@ -589,7 +589,9 @@ impl Call {
     /// Whether the library receives this call in a common form, the forms
     /// its fast paths answer (functions/ratelimit.lua, "Fast paths"): one
     /// key, the parameters, then nothing or `TOKENS n` (upper case, n of
-    /// 1 to 15 digits, no leading zero), then `PEEK` or not, `ALIGN FIRST`
+    /// 1 to 15 digits, no leading zero), then `FORCE` or not (`rl_gcra`'s
+    /// and `rl_fixedwindow`'s; the others fall back, as FORCE with PEEK
+    /// does), then `PEEK` or not, `ALIGN FIRST`
     /// before them for `rl_fixedwindow`, `NOW` last. A fast path answers such a call when
     /// its limit is cached and the key holds its plainest state (or none);
     /// otherwise it falls back to the full path.
@@ -643,6 +645,9 @@ impl Call {
             tail.pop();
         }
         if tail.last() == Some(&"PEEK") && self.cmd != Cmd::Throttle {
+            tail.pop();
+        }
+        if tail.last() == Some(&"FORCE") && self.cmd != Cmd::All {
             tail.pop();
         }
         match tail.as_slice() {
@@ -799,9 +804,11 @@ fn options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>, junk: bool, bu
 /// ahead of the horizon, a block, a limit not yet parsed or above 2^53.
 const COMMON_PERCENT: usize = 25;
 
-/// Options in a common form: nothing or `TOKENS n`, then `PEEK` or not
-/// (sometimes through the `_ro` twin), `ALIGN FIRST` first for a fixed
-/// window called so.
+/// Options in a common form: nothing or `TOKENS n`, then `FORCE` or not
+/// (about one call in 6: with `PEEK` or through the `_ro` twin a syntax
+/// error; seed 30 sends `RL.GCRA` about 1,070 that fit and 200 past the
+/// limit, `RL.FIXEDWINDOW` 440 and 140, and the test requires both), then `PEEK` or not (sometimes through the
+/// `_ro` twin), `ALIGN FIRST` first for a fixed window called so.
 fn common_options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>) {
     let mut tail: Vec<String> = Vec::new();
     if call.cmd == Cmd::FixedWindow && key.is_some_and(|k| k.align_first) {
@@ -824,6 +831,9 @@ fn common_options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>) {
     call.peek = false;
     call.read_only = false;
     call.drop_peek = false;
+    if rng.chance(17) {
+        tail.push("FORCE".to_string());
+    }
     if rng.chance(25) {
         // PEEK, through the `_ro` twin (the word dropped) or not.
         call.peek = true;
@@ -1400,6 +1410,10 @@ struct Tally {
     common_allowed: u64,
     common_limited: u64,
     common_errors: u64,
+    /// Of those, the ones with `FORCE` that fit (allowed) and that did not
+    /// (limited: the debt).
+    common_forced_allowed: u64,
+    common_forced_limited: u64,
 }
 
 /// The library's error for a number above 2^53 that the module accepts: the
@@ -1709,12 +1723,15 @@ fn differential(total_calls: usize, seed: u64) {
             t.blocks += u64::from(call.block && limited(&m.reply) == Some(true));
             if call.common_form() {
                 t.common += 1;
+                let forced = call.tail.iter().any(|w| w == "FORCE");
                 if is_error(&m.reply) {
                     t.common_errors += 1;
                 } else if limited(&m.reply) == Some(true) {
                     t.common_limited += 1;
+                    t.common_forced_limited += u64::from(forced);
                 } else {
                     t.common_allowed += 1;
+                    t.common_forced_allowed += u64::from(forced);
                 }
             }
             for (side, (other, _)) in sides.iter().zip(&seen).skip(1) {
@@ -1920,6 +1937,15 @@ fn differential(total_calls: usize, seed: u64) {
             assert!(
                 t.common_allowed > 0 && t.common_limited > 0 && t.common_errors > 0,
                 "{}: its common forms (the fast path and its fallbacks) did not reach every outcome: {t:?}",
+                c.module()
+            );
+        }
+        if matches!(c, Cmd::Gcra | Cmd::FixedWindow) {
+            // Their fast paths answer a FORCE that fits; past the limit
+            // they hand the debt to the full path.
+            assert!(
+                t.common_forced_allowed > 0 && t.common_forced_limited > 0,
+                "{}: its common forms with FORCE did not fit and overshoot: {t:?}",
                 c.module()
             );
         }

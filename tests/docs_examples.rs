@@ -401,10 +401,7 @@ impl Compare<'_> {
                 return if ok {
                     Ok(())
                 } else {
-                    Err(format!(
-                        "a duration outside the tolerance of {} ms",
-                        self.tolerance_ms
-                    ))
+                    Err(format!("{TIMING_MISS} of {} ms", self.tolerance_ms))
                 };
             }
         }
@@ -437,8 +434,7 @@ impl Compare<'_> {
                         + if se.len() == 13 { 1000 } else { 0 };
                     if off.abs() > slack {
                         return Err(format!(
-                            "timestamp {sa} is {} µs off the expected offset from the chain's first",
-                            off
+                            "{TIMING_MISS}: timestamp {sa} is {off} µs off the expected offset from the chain's first"
                         ));
                     }
                 }
@@ -544,6 +540,9 @@ fn replay(chain: &Chain, port: u16, workdir: &Path) -> Vec<String> {
     failures
 }
 
+/// The words of a failure that is a duration outside its tolerance.
+const TIMING_MISS: &str = "a duration outside the tolerance";
+
 #[test]
 fn replays_every_redis_cli_example() {
     if !common::module_only("the docs' redis-cli examples are module commands") {
@@ -618,12 +617,27 @@ fn replays_every_redis_cli_example() {
 
     let shared = Server::start();
     let run = |chain: &Chain| -> Vec<String> {
-        if chain.fresh_server {
+        let failures = if chain.fresh_server {
             let own = Server::start();
             replay(chain, own.port, workdir.path())
         } else {
             replay(chain, shared.port, workdir.path())
+        };
+        // A chain that sleeps can miss its tolerance when the machine is
+        // busy (a sleep that overslept): replayed once more, on a server of
+        // its own, when every miss is a duration; a wrong value never is.
+        if !failures.is_empty()
+            && chain.sleeps()
+            && failures.iter().all(|f| f.contains(TIMING_MISS))
+        {
+            eprintln!(
+                "docs_examples: {}: a duration missed (busy machine?), replayed once",
+                chain.location()
+            );
+            let own = Server::start();
+            return replay(chain, own.port, workdir.path());
         }
+        failures
     };
     let (sleepy, quick): (Vec<&Chain>, Vec<&Chain>) = chains.iter().partition(|c| c.sleeps());
     let mut failures: Vec<String> = std::thread::scope(|s| {

@@ -209,6 +209,23 @@ pub fn forced<A: Algorithm>(
     if !outcome.decision.limited {
         return Ok(outcome);
     }
+    forced_past_limit(algorithm, state, now_us, cost)
+}
+
+/// [`forced`]'s second half, for a caller that has already decided `cost`
+/// against `state` and been refused: records the cost as debt
+/// ([`Algorithm::charge`]) and answers the overshoot. A caller that runs the
+/// ordinary [`Algorithm::decide`] first and calls this only when it refuses
+/// gets exactly [`forced`]'s outcome, with a `FORCE` that fits costing what
+/// a plain call costs.
+///
+/// Errors: as [`forced`].
+pub fn forced_past_limit<A: Algorithm>(
+    algorithm: &A,
+    state: Option<A::State>,
+    now_us: i64,
+    cost: i64,
+) -> Result<Outcome<A::State>> {
     let update = algorithm.charge(state, now_us, cost)?;
     let expires_in_us = sub(update.expire_at_us, now_us)?;
     let latest_in_us = sub(A::latest_us(&update.state), now_us)?;

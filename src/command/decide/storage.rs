@@ -119,7 +119,14 @@ impl<A: Algorithm> StringState for Fixed<'_, A> {
         force: bool,
     ) -> Result<(Decision, Written<A::State>)> {
         if force {
-            return forced_take(self.0, state.copied(), now_us, cost);
+            // The plain decision first: a FORCE that fits costs what a
+            // plain call costs; only the overshoot goes out of line.
+            let outcome = self.0.decide(state.copied(), now_us, cost)?;
+            if outcome.decision.limited {
+                return forced_take(self.0, state.copied(), now_us, cost);
+            }
+            let update = outcome.update.map(|u| (u.state, u.expire_at_us));
+            return Ok((outcome.decision, update));
         }
         let outcome = self.0.decide(state.copied(), now_us, cost)?;
         let update = outcome.update.map(|u| (u.state, u.expire_at_us));
@@ -284,7 +291,8 @@ fn blocked_write<L: StringState>(
     L::write_state(Some(until_us), state, old_len, expire_at_us)
 }
 
-/// `FORCE`'s take ([`crate::algorithm::forced`]), out of the plain path.
+/// `FORCE`'s take past the limit ([`crate::algorithm::forced_past_limit`]),
+/// out of the plain path: the plain decision has refused `cost`.
 #[cold]
 #[inline(never)]
 fn forced_take<A: Algorithm>(
@@ -293,7 +301,7 @@ fn forced_take<A: Algorithm>(
     now_us: i64,
     cost: i64,
 ) -> Result<(Decision, Written<A::State>)> {
-    let outcome = crate::algorithm::forced(algorithm, state, now_us, cost)?;
+    let outcome = crate::algorithm::forced_past_limit(algorithm, state, now_us, cost)?;
     let update = outcome.update.map(|u| (u.state, u.expire_at_us));
     Ok((outcome.decision, update))
 }
