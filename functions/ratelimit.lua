@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 20
+local VERSION = 21
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -2474,6 +2474,9 @@ local function limit_cache()
     end
   end
   local cache, size = {}, 0
+  -- The cache itself, for the fast paths that look into it without a
+  -- call: SHARED[1] (a new table when the cache is emptied).
+  local SHARED = { cache }
   local function lookup(p1, p2, p3)
     local c1 = cache[p1]
     local c2 = c1 and c1[p2]
@@ -2488,7 +2491,10 @@ local function limit_cache()
     if lim then return lim end
     lim = alg.parse(a, at)
     lim.alg = alg
-    if size >= 256 then cache, size = {}, 0 end
+    if size >= 256 then
+      cache, size = {}, 0
+      SHARED[1] = cache
+    end
     c1 = cache[p1]
     if not c1 then c1 = {}; cache[p1] = c1 end
     c2 = c1[p2]
@@ -2496,7 +2502,7 @@ local function limit_cache()
     c2[n == 3 and p3 or 1] = lim
     size = size + 1
     return lim
-  end, lookup
+  end, lookup, SHARED
 end
 
 -- The options from args[from] on; none: the defaults.
@@ -2539,9 +2545,13 @@ end
 -- handed in rather than captured, which would lengthen every closure's
 -- upvalue walk in the EVAL form.
 -- Not even made in the EVAL form: a closure made there walks the open
--- upvalues for each name it captures, on every call.
-local FAST
-local need_fast = not eval_form and function(call)
+-- upvalues for each name it captures, on every call. Not even in its
+-- text: the EVAL form is built without the lines from "fast paths: begin"
+-- to "fast paths: end" (docs/functions.md, "Source and forms"), whose
+-- code would cost its collector on every call.
+local FAST, need_fast
+-- fast paths: begin
+need_fast = not eval_form and function(call)
 if FAST then return FAST end
 
 -- A count in the form `[1-9][0-9]*`, at most 15 digits: what to_int reads
@@ -3237,11 +3247,16 @@ end
 -- only when none refuses. Anything else returns nil before the clock is
 -- read, or goes on into the full path with the clock read.
 local function fast_all(KINDS)
-  local GCRA_LOOKUP, FIXED_LOOKUP = KINDS.GCRA[4], KINDS.FIXEDWINDOW[4]
+  -- The limits' caches (limit_cache), looked into without a call.
+  local GCRA_CACHE, FIXED_CACHE = KINDS.GCRA[5], KINDS.FIXEDWINDOW[5]
   -- Each limit and, for the write, its value and expiry (ms, decimal), by
   -- position: reused by every call (no call runs inside another), which
   -- spares tables.
   local LIMS, FIXED, VALUE, EXPIRE = {}, {}, {}, {}
+  -- A fixed window's stored state `<start>:<count>` read before: its two
+  -- numbers (false: not that form), bounded. Keys counted in the same
+  -- windows hold the same few states.
+  local W_START, W_COUNT, states = {}, {}, 0
   return function(keys, args, ro)
     local nkeys = #keys
     if nkeys < 1 or nkeys > 64 then return nil end
@@ -3257,13 +3272,17 @@ local function fast_all(KINDS)
       local W, lim = args[at], nil
       if W == 'GCRA' then
         if at + 3 > count then return nil end
-        lim = GCRA_LOOKUP(args[at + 1], args[at + 2], args[at + 3])
+        lim = GCRA_CACHE[1][args[at + 1]]
+        lim = lim and lim[args[at + 2]]
+        lim = lim and lim[args[at + 3]]
         if not lim then return nil end
         LIMS[i], FIXED[i] = lim, false
         at = at + 4
       elseif W == 'FIXEDWINDOW' then
         if at + 2 > count then return nil end
-        lim = FIXED_LOOKUP(args[at + 1], args[at + 2])
+        lim = FIXED_CACHE[1][args[at + 1]]
+        lim = lim and lim[args[at + 2]]
+        lim = lim and lim[1]
         -- A calendar window (DAY … YEAR) takes the full path.
         if not lim or lim.unit or lim.limit > MAX_EXACT then return nil end
         LIMS[i], FIXED[i] = lim, true
@@ -3299,7 +3318,11 @@ local function fast_all(KINDS)
         seen[key] = true
       end
     end
-    now = now or server_now()
+    if not now then
+      local t = rcall('TIME')
+      local secs = t[1]
+      now = (NUM_OF[secs] or memo_num(secs)) * US_PER_SEC + t[2]
+    end
     -- Each limit decided in turn (GCRA.take, FIXEDWINDOW.take in µs), the
     -- binding one kept as `binding` finds it: when limited, the refusing
     -- limit with the longest retry (none counts as longest); when allowed,
@@ -3324,11 +3347,20 @@ local function fast_all(KINDS)
         local w = lim.w
         local start, c
         if stored then
-          if #stored > 34 then return call('rl_all', keys, args, ro, now) end
-          local s1, s2 = match(stored, '^(%d+):(%d+)$')
-          if not s1 or #s1 > 16 or #s2 > 15 then return call('rl_all', keys, args, ro, now) end
-          start, c = NUM_OF[s1] or tonumber(s1), NUM_OF[s2] or tonumber(s2)
-          if start > now + MAX_PERIOD_US then return call('rl_all', keys, args, ro, now) end
+          start, c = W_START[stored], W_COUNT[stored]
+          if start == nil then
+            local s1, s2
+            if #stored <= 34 then s1, s2 = match(stored, '^(%d+):(%d+)$') end
+            if s1 and #s1 <= 16 and #s2 <= 15 then
+              start, c = tonumber(s1), tonumber(s2)
+            else
+              start = false
+            end
+            if states >= 4096 then W_START, W_COUNT, states = {}, {}, 0 end
+            W_START[stored], W_COUNT[stored] = start, c
+            states = states + 1
+          end
+          if not start or start > now + MAX_PERIOD_US then return call('rl_all', keys, args, ro, now) end
           if start <= now then
             local current = now - now % w
             if start ~= current then start, c = current, 0 end
@@ -3339,13 +3371,15 @@ local function fast_all(KINDS)
         local to_end = start + w - now
         local new_count = c + n
         if n <= limit and new_count <= limit then
-          local finish = start + w
-          if finish > now + MAX_PERIOD_US then finish = now + MAX_PERIOD_US end
-          local r = finish % 1000
-          finish = (finish - r) / 1000 + (r > 0 and 1 or 0)
           limited, remaining, retry, reset = false, limit - new_count, false, to_end
-          VALUE[i] = (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
-          EXPIRE[i] = DEC_OF[finish] or memo_dec(finish)
+          if not peek then
+            local finish = start + w
+            if finish > now + MAX_PERIOD_US then finish = now + MAX_PERIOD_US end
+            local r = finish % 1000
+            finish = (finish - r) / 1000 + (r > 0 and 1 or 0)
+            VALUE[i] = (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
+            EXPIRE[i] = DEC_OF[finish] or memo_dec(finish)
+          end
         else
           remaining = limit - c
           if remaining < 0 then remaining = 0 end
@@ -3366,9 +3400,11 @@ local function fast_all(KINDS)
           if new_ttl <= tau then
             x = tau - new_ttl
             limited, remaining, retry, reset = false, (x - x % t) / t, false, new_ttl
-            local tat = now + new_ttl
-            local r = tat % 1000
-            VALUE[i], EXPIRE[i] = format('%d', tat), format('%d', (tat - r) / 1000 + (r > 0 and 1 or 0))
+            if not peek then
+              local tat = now + new_ttl
+              local r = tat % 1000
+              VALUE[i], EXPIRE[i] = format('%d', tat), format('%d', (tat - r) / 1000 + (r > 0 and 1 or 0))
+            end
           else
             x = tau - ttl
             limited, remaining, retry, reset = true, x > 0 and (x - x % t) / t or 0, new_ttl - tau, ttl
@@ -3378,10 +3414,14 @@ local function fast_all(KINDS)
           limited, remaining, retry, reset = true, x > 0 and (x - x % t) / t or 0, false, ttl
         end
       end
-      if i == 1 or (limited ~= b_limited and limited)
-        or (limited and b_limited and b_retry ~= false and (not retry or retry > b_retry))
-        or (not limited and not b_limited and remaining < b_remaining) then
-        best, b_limited, b_remaining, b_retry, b_reset = i, limited, remaining, retry, reset
+      if i == 1 then
+        best, b_limited, b_remaining, b_retry, b_reset = 1, limited, remaining, retry, reset
+      elseif limited then
+        if not b_limited or (b_retry ~= false and (not retry or retry > b_retry)) then
+          best, b_limited, b_remaining, b_retry, b_reset = i, limited, remaining, retry, reset
+        end
+      elseif not b_limited and remaining < b_remaining then
+        best, b_remaining, b_retry, b_reset = i, remaining, retry, reset
       end
       if reply then
         local q, r = retry and retry % 1000, reset % 1000
@@ -3616,6 +3656,7 @@ FAST = { gcra = fast_gcra, bucket = fast_bucket, log = fast_log, cell = fast_cel
   sliding = fast_sliding, all = fast_all, lease = fast_lease }
 return FAST
 end
+-- fast paths: end
 
 -- define(fname): the command `fname` (nil: none), made on its first call
 -- (see `call`, which hands itself in for the fast paths' fallbacks). One

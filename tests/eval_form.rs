@@ -1,6 +1,7 @@
 //! The library's EVAL form (docs/functions.md, "Source and forms"), for
 //! servers without `FUNCTION` (Redis 6.2) or providers that allow only
-//! `EVAL`: `functions/ratelimit.lua` without its first line, run through
+//! `EVAL`: `functions/ratelimit.lua` without its first line and its fast
+//! paths, run through
 //! `EVALSHA <sha> numkeys key… <function> args…`, answers as the module.
 //!
 //! The server is `EVAL_SERVER` (`make test-functions` runs this with Redis
@@ -31,13 +32,28 @@ struct EvalClient {
 impl EvalClient {
     fn new() -> EvalClient {
         let source = library_source();
-        let script = source
-            .split_once('\n')
-            .map(|(first, rest)| {
-                assert!(first.starts_with("#!lua"), "first line: {first}");
-                rest.to_string()
-            })
+        let first = source
+            .lines()
+            .next()
             .expect("a library with a shebang line");
+        assert!(first.starts_with("#!lua"), "first line: {first}");
+        // Without its first line and its fast paths (the lines from
+        // `-- fast paths: begin` to `-- fast paths: end`), as the clients
+        // build it.
+        let mut script = String::new();
+        let mut skipping = false;
+        for line in source.split_inclusive('\n').skip(1) {
+            let bare = line.trim_end_matches('\n');
+            skipping |= bare == "-- fast paths: begin";
+            if !skipping {
+                script.push_str(line);
+            }
+            skipping &= bare != "-- fast paths: end";
+        }
+        assert!(
+            !script.contains("need_fast = ") && script.contains("local FAST, need_fast\n"),
+            "the fast paths left out, nothing else"
+        );
         EvalClient {
             sha: sha1_hex(script.as_bytes()),
             script,

@@ -34,9 +34,25 @@ function libraryPath() {
 /** The library: the file FUNCTION LOAD takes (first line `#!lua name=ratelimit`). */
 const LIBRARY_PATH = libraryPath();
 const LIBRARY_CODE = fs.readFileSync(LIBRARY_PATH, 'utf8');
-/** The EVAL form: the same file without its first line; it dispatches on ARGV[1], the function name. */
-const EVAL_BODY = LIBRARY_CODE.slice(LIBRARY_CODE.indexOf('\n') + 1);
+/**
+ * The EVAL form: the same file without its first line and without its fast paths (the lines from
+ * `-- fast paths: begin` to `-- fast paths: end`, which the EVAL form never runs); it dispatches on
+ * ARGV[1], the function name.
+ */
+const EVAL_BODY = evalForm(LIBRARY_CODE);
 const EVAL_SHA = crypto.createHash('sha1').update(EVAL_BODY).digest('hex');
+/** `code` as the EVAL form (EVAL_BODY). */
+function evalForm(code) {
+  const kept = [];
+  let skipping = false;
+  for (const line of code.slice(code.indexOf('\n') + 1).split('\n')) {
+    if (line === '-- fast paths: begin') skipping = true;
+    if (!skipping) kept.push(line);
+    if (line === '-- fast paths: end') skipping = false;
+  }
+  return kept.join('\n');
+}
+
 /** The embedded copy's version (`local VERSION = n`, what `rl_version` returns). */
 const LIBRARY_VERSION = (() => {
   const m = /^local VERSION = (\d+)$/m.exec(LIBRARY_CODE);

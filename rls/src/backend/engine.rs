@@ -17,12 +17,32 @@ use super::BackendError;
 /// the repository's one source, embedded at build time.
 pub const LIBRARY_CODE: &str = include_str!("../../../functions/ratelimit.lua");
 
-/// The `EVAL` form: the library without its first line; it dispatches on its
-/// first argument, the function name.
+/// The `EVAL` form: the library without its first line and without its
+/// fast paths (the lines from `-- fast paths: begin` to `-- fast paths:
+/// end`, which the EVAL form never runs); it dispatches on its first
+/// argument, the function name.
 pub fn eval_body() -> &'static str {
-    LIBRARY_CODE
-        .split_once('\n')
-        .map_or(LIBRARY_CODE, |(_, body)| body)
+    static BODY: LazyLock<String> = LazyLock::new(|| eval_form(LIBRARY_CODE));
+    &BODY
+}
+
+/// `library` as the `EVAL` form ([`eval_body`]).
+fn eval_form(library: &str) -> String {
+    let mut body = String::with_capacity(library.len());
+    let mut skipping = false;
+    for line in library.split_inclusive('\n').skip(1) {
+        let bare = line.trim_end_matches('\n');
+        if bare == "-- fast paths: begin" {
+            skipping = true;
+        }
+        if !skipping {
+            body.push_str(line);
+        }
+        if bare == "-- fast paths: end" {
+            skipping = false;
+        }
+    }
+    body
 }
 
 /// The SHA1 of [`eval_body`] (what `EVALSHA` names).
@@ -152,10 +172,13 @@ mod tests {
     fn the_embedded_library_has_a_version_and_an_eval_form() {
         assert!(LIBRARY_CODE.starts_with("#!lua name=ratelimit\n"));
         assert!(*LIBRARY_VERSION >= 1);
-        assert_eq!(
-            format!("#!lua name=ratelimit\n{}", eval_body()),
-            LIBRARY_CODE
-        );
+        // The library less its first line and its fast paths, nothing else.
+        let (_, rest) = LIBRARY_CODE.split_once('\n').unwrap();
+        let begin = rest.find("-- fast paths: begin\n").unwrap();
+        let end = rest.find("-- fast paths: end\n").unwrap() + "-- fast paths: end\n".len();
+        assert!(begin < end && rest[begin..end].contains("need_fast = "));
+        assert_eq!(eval_body(), format!("{}{}", &rest[..begin], &rest[end..]));
+        assert!(eval_body().contains("local FAST, need_fast\n"));
         assert_eq!(EVAL_SHA.len(), 40);
     }
 

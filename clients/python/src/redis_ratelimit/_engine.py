@@ -60,8 +60,23 @@ def _library_path() -> Path:
 #: The library: the file ``FUNCTION LOAD`` takes (first line ``#!lua name=ratelimit``).
 LIBRARY_PATH = _library_path()
 LIBRARY_CODE = LIBRARY_PATH.read_text(encoding="utf-8")
-#: The ``EVAL`` form: the same file without its first line; it dispatches on ``ARGV[1]``.
-EVAL_BODY = LIBRARY_CODE[LIBRARY_CODE.index("\n") + 1:]
+def _eval_form(code: str) -> str:
+    """``code`` as the ``EVAL`` form (``EVAL_BODY``)."""
+    kept, skipping = [], False
+    for line in code[code.index("\n") + 1:].split("\n"):
+        if line == "-- fast paths: begin":
+            skipping = True
+        if not skipping:
+            kept.append(line)
+        if line == "-- fast paths: end":
+            skipping = False
+    return "\n".join(kept)
+
+
+#: The ``EVAL`` form: the same file without its first line and without its fast paths (the
+#: lines from ``-- fast paths: begin`` to ``-- fast paths: end``, which the ``EVAL`` form
+#: never runs); it dispatches on ``ARGV[1]``.
+EVAL_BODY = _eval_form(LIBRARY_CODE)
 EVAL_SHA = hashlib.sha1(EVAL_BODY.encode("utf-8")).hexdigest()
 
 
