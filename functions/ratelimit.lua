@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 20
+local VERSION = 21
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -400,7 +400,7 @@ end
 
 local GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, BUCKETWINDOW, CELL, SLIDINGLOG, CONCURRENCY
 local bucket_window_new, cell_new, reply_secs5, log_entries, log_forced_entries, e_over_budget, score_us, apply_log_block, stale_want
-local e_zset_member, zset_open, zset_count_after, z_old_members
+local e_zset_member, zset_open, zset_count_after, z_old_members, small_dec, memo_check, ZADD_ARGS, SMALL_DEC
 
 local function check_limit_and_window(limit, window_us)
   if limit < 1 then e_range('limit', '>= 1') end
@@ -1553,6 +1553,45 @@ end
 local function need_sorted_sets()
 if score_us then return end
 
+-- The decimal string of a small non-negative integer (a log's member, a
+-- slot's number), memoized: a table lookup instead of string.format, once
+-- per entry a call adds (SMALL_DEC[x] or small_dec(x)). Bounded: emptied
+-- at 4096 entries.
+SMALL_DEC = {}
+local small_decs = 0
+function small_dec(x)
+  local s = SMALL_DEC[x]
+  if s == nil then
+    s = format('%d', x)
+    if small_decs >= 4096 then SMALL_DEC, small_decs = {}, 0 end
+    SMALL_DEC[x] = s
+    small_decs = small_decs + 1
+  end
+  return s
+end
+
+-- The member check of a kind of sorted set, `check`, memoized in kind.ok
+-- (member → true or false, which the walks read first: a table lookup per
+-- member, no call) for members of at most `short` bytes (a longer one is
+-- checked each time, never kept). Bounded: emptied at 4096 entries.
+function memo_check(kind, short, check)
+  local size = 0
+  kind.ok = {}
+  return function(member)
+    local r = check(member)
+    if #member <= short then
+      if size >= 4096 then kind.ok, size = {}, 0 end
+      kind.ok[member] = r
+      size = size + 1
+    end
+    return r
+  end
+end
+
+-- The arguments of the ZADD that adds a call's entries, reused (filled
+-- from 1, passed with their count): no table grown entry by entry.
+ZADD_ARGS = {}
+
 function e_over_budget(entries)
   fail('ERR this call may touch ' .. dec(entries) .. ' sliding-log entries (limit + TOKENS of each SLIDINGLOG), more than the module\'s sliding-log-call-budget of ' .. dec(SLIDING_LOG_CALL_BUDGET) .. '; use fewer or smaller SLIDINGLOG limits, or RL.SLIDINGWINDOW')
 end
@@ -1599,23 +1638,31 @@ end
 -- The sorted set of `key` at `now`, of `kind` (LOG_SET, LEASE_SET: the
 -- command its errors name, its most entries, its member checks), for the
 -- lease `id` (a lease set's; nil for a log): nil for no key, else {key, len,
--- id, newest, member (a log's newest entry's integer), blocked}; errors for
--- another type, a set longer than any of its kind, a foreign newest entry,
--- a newest entry or block beyond the horizon.
-function zset_open(kind, key, now, id)
+-- id, newest, member (a log's newest entry's integer), blocked, probe};
+-- errors for another type, a set longer than any of its kind, a foreign
+-- newest entry, a newest entry or block beyond the horizon. `probe`
+-- (optional): a member whose score it reads with the block's, as z.probe
+-- (false: absent; nil: not read).
+function zset_open(kind, key, now, id, probe)
   local len = rpcall('ZCARD', key)
   if type(len) ~= 'number' then fail(E_WRONGTYPE) end
   if len == 0 then return nil end
   if len > kind.max_len then e_foreign(key, kind.cmd, NOT_OURS_TOO_LONG) end
-  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
+  -- The newest entry, and the next one when that is the block: no member
+  -- read that the module does not read (one of another client's may be
+  -- long: each read copies it).
+  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   -- Built with its fields (not grown field by field: each growth rehashes).
   local z = { key = key, len = len, id = id }
-  local i = 1
-  if top[1] == 'B' then i = 3 end
-  local member = top[i]
+  local block_score
+  if top[1] == 'B' then
+    block_score = top[2]
+    top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '1', '1')
+  end
+  local member = top[1]
   if member ~= nil then
     -- Never the block's B here (set members are unique).
-    local score = tonumber(top[i + 1])
+    local score = tonumber(top[2])
     local read = kind.newest(member)
     if not (score == score and score > -INF and score < INF and score == floor(score) and score >= 1e14
         and read ~= nil) then
@@ -1624,8 +1671,13 @@ function zset_open(kind, key, now, id)
     z.newest = score_us(score)
     if read ~= true then z.member = read end
   end
-  if i == 3 then
-    z.blocked = score_us(tonumber(top[2]))
+  if block_score then
+    z.blocked = score_us(tonumber(block_score))
+  elseif probe then
+    -- The block's score and the probe's (a lease's first slot), in one call.
+    local got = rcall('ZMSCORE', key, 'B', probe)
+    if got[1] then z.blocked = score_us(tonumber(got[1])) end
+    z.probe = got[2]
   else
     local b = rcall('ZSCORE', key, 'B')
     if b then z.blocked = score_us(tonumber(b)) end
@@ -1646,16 +1698,26 @@ end
 -- start or before, a lease set's those expired by now.
 function zset_count_after(kind, z, old_max, at_most, want)
   if z == nil then return 0 end
-  local is_member = kind.is_member
+  local OK, is_member = kind.ok, kind.is_member
   if at_most < 0 then at_most = 0 end
   local fetch = at_most + 1
   if want and want > fetch then fetch = want end
-  local old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', '0', dec(fetch))
+  -- The same read by a fast path that handed the call over (kind.read):
+  -- not read again (a member of another client's may be long).
+  local read, old = kind.read
+  if read and read.key == z.key and read.old_max == old_max and read.fetch == fetch then
+    old = read.old
+  else
+    old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', '0', dec(fetch))
+  end
   z.old = old
   local n = #old
   if n > at_most + 1 then n = at_most + 1 end
   for i = 1, n do
-    if not is_member(old[i]) then e_zset_member(kind, z) end
+    local m = old[i]
+    local ok = OK[m]
+    if ok == nil then ok = is_member(m) end
+    if not ok then e_zset_member(kind, z) end
   end
   if n <= at_most and not kind.check_counted then
     local live = z.len - n
@@ -1665,12 +1727,16 @@ function zset_count_after(kind, z, old_max, at_most, want)
     return live
   end
   local live = 0
-  if at_most > 0 then
+  -- None is newer when the newest entry (zset_open's, read and checked) is
+  -- old: the walk would meet nothing but the block.
+  if at_most > 0 and z.newest ~= nil and z.newest > old_max then
     local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', '0', dec(at_most + 1))
     for i = 1, #got do
       local m = got[i]
       if m ~= 'B' then
-        if not is_member(m) then e_zset_member(kind, z) end
+        local ok = OK[m]
+        if ok == nil then ok = is_member(m) end
+        if not ok then e_zset_member(kind, z) end
         live = live + 1
         if live >= at_most then break end
       end
@@ -1690,9 +1756,12 @@ function z_old_members(kind, z, n, at)
   local fetched = z.old or {}
   if n > #fetched then n = #fetched end
   local members = {}
+  local OK, is_member = kind.ok, kind.is_member
   for i = 1, n do
     local m = fetched[i]
-    if not kind.is_member(m) then e_zset_member(kind, z) end
+    local ok = OK[m]
+    if ok == nil then ok = is_member(m) end
+    if not ok then e_zset_member(kind, z) end
     members[i] = m
   end
   at.stale_left = left - #members
@@ -1731,28 +1800,45 @@ function SLIDINGLOG.parse(a, at)
   return lim
 end
 
--- A log member the module can have written: an integer below 200000 (in the
--- server's canonical form) or the block's B.
-local function is_log_member(member)
-  if member == 'B' then return true end
-  local id = to_int(member)
-  return id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX
+-- The integer of a log entry's member the module can have written (below
+-- 200000, in the server's canonical form), else false. Memoized for the
+-- short members (every such member has at most 6 bytes; a longer one is
+-- never kept): a table lookup instead of a pattern and strtod, for each
+-- member a call walks. Bounded: emptied at 4096 entries.
+local LOG_ID, log_ids = {}, 0
+local function log_id(member)
+  if #member > 6 then return false end
+  local id = LOG_ID[member]
+  if id == nil then
+    id = to_int(member)
+    if not (id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX) then id = false end
+    if log_ids >= 4096 then LOG_ID, log_ids = {}, 0 end
+    LOG_ID[member] = id
+    log_ids = log_ids + 1
+  end
+  return id
 end
-
-SLIDINGLOG.is_member = is_log_member
 
 -- The sliding log as a kind of sorted set (zset_open; the module's
 -- checked_zset): the command its errors name, the most entries a log can
--- hold (twice the largest limit, and the block), its member check.
+-- hold (twice the largest limit, and the block), its member check
+-- (is_member, memoized in ok).
 local LOG_SET = {
-  cmd = 'RL.SLIDINGLOG', max_len = 2 * SLIDING_LOG_HARD_MAX + 1, is_member = is_log_member,
+  cmd = 'RL.SLIDINGLOG', max_len = 2 * SLIDING_LOG_HARD_MAX + 1,
   -- The newest entry's member: its integer, nil if not the module's.
   newest = function(member)
-    local id = to_int(member)
-    if id ~= nil and id >= 0 and id < 2 * SLIDING_LOG_HARD_MAX then return id end
-    return nil
+    return log_id(member) or nil
   end,
 }
+
+-- A log member the module can have written: an integer below 200000 (in the
+-- server's canonical form) or the block's B.
+local is_log_member = memo_check(LOG_SET, 6, function(member)
+  return member == 'B' or log_id(member) ~= false
+end)
+LOG_SET.is_member = is_log_member
+SLIDINGLOG.is_member = is_log_member
+SLIDINGLOG.set = LOG_SET
 
 -- The log of `key` at `now` (zset_open), with `member`: the newest entry's
 -- integer member.
@@ -1933,20 +2019,24 @@ end
 function SLIDINGLOG.add_many(key, at, count, next_member, modulus, cutoff, live)
   if live == 0 then
     -- No entry in the window: every candidate is free or moves.
-    local args = {}
+    local args = ZADD_ARGS
     for i = 1, count do
+      local m = (next_member + i - 1) % modulus
       args[2 * i - 1] = at
-      args[2 * i] = dec(fmod(next_member + i - 1, modulus))
+      args[2 * i] = SMALL_DEC[m] or small_dec(m)
     end
-    rcall('ZADD', key, unpack(args))
+    rcall('ZADD', key, unpack(args, 1, 2 * count))
     return count, next_member + count
   end
   local want = count + live
   if want > modulus then want = modulus end
   local candidates = {}
-  for i = 1, want do candidates[i] = dec(fmod(next_member + i - 1, modulus)) end
+  for i = 1, want do
+    local m = (next_member + i - 1) % modulus
+    candidates[i] = SMALL_DEC[m] or small_dec(m)
+  end
   local scores = rcall('ZMSCORE', key, unpack(candidates))
-  local args, added, used = {}, 0, 0
+  local args, added, used = ZADD_ARGS, 0, 0
   for i = 1, want do
     if added == count then break end
     used = i
@@ -1957,7 +2047,7 @@ function SLIDINGLOG.add_many(key, at, count, next_member, modulus, cutoff, live)
       added = added + 1
     end
   end
-  if added > 0 then rcall('ZADD', key, unpack(args)) end
+  if added > 0 then rcall('ZADD', key, unpack(args, 1, 2 * added)) end
   return added, next_member + used
 end
 
@@ -2063,15 +2153,13 @@ local function split_slot(m)
   return k, id
 end
 
-local function is_lease_member(m)
-  return m == 'B' or split_slot(m) ~= nil
-end
 CONCURRENCY.split_slot = split_slot
 
 -- The lease set as a kind of sorted set (zset_open): its command, its most
--- entries (twice the largest limit, and the block), its member check.
+-- entries (twice the largest limit, and the block), its member check
+-- (is_member, memoized in ok).
 local LEASE_SET = {
-  cmd = 'RL.CONCURRENCY', max_len = 2 * CONCURRENCY_HARD_MAX + 1, is_member = is_lease_member,
+  cmd = 'RL.CONCURRENCY', max_len = 2 * CONCURRENCY_HARD_MAX + 1,
   -- The live slots it counts are walked and checked, by every operation:
   -- a foreign member scored as a live slot is refused, never counted.
   check_counted = true,
@@ -2082,16 +2170,50 @@ local LEASE_SET = {
   end,
 }
 
+-- A slot's member (at most 6 digits, ':', an id of the default's 128 bytes
+-- are memoized) or the block's B.
+local is_lease_member = memo_check(LEASE_SET, 135, function(m)
+  return m == 'B' or split_slot(m) ~= nil
+end)
+LEASE_SET.is_member = is_lease_member
+
+-- The member of a lease's k-th slot, "<k>:<id>", memoized for ids of at
+-- most 128 bytes (the default's longest): a lookup instead of a format and
+-- a concatenation, for each slot a call probes or writes. Bounded: emptied
+-- at 4096 members.
+local SLOTS, slots_kept = {}, 0
+local function slot_member(k, id)
+  local of = SLOTS[id]
+  local m = of and of[k]
+  if m then return m end
+  m = (SMALL_DEC[k] or small_dec(k)) .. ':' .. id
+  if #id <= 128 then
+    if slots_kept >= 4096 then SLOTS, slots_kept, of = {}, 0, nil end
+    if not of then
+      of = {}
+      SLOTS[id] = of
+    end
+    of[k] = m
+    slots_kept = slots_kept + 1
+  end
+  return m
+end
+
 -- The leases of `key` at `now` for the lease `id` (zset_open): nil for no
 -- key, else with {id, held = {expires, slots} or nil, probed}.
 local function lease_open(key, id, now)
-  local z = zset_open(LEASE_SET, key, now, id)
+  local z = zset_open(LEASE_SET, key, now, id, slot_member(1, id))
   if z == nil then return nil end
   -- The lease's slots: 1:id, 2:id, … while present; those sharing the
-  -- first one's score are the lease.
+  -- first one's score are the lease (the first read by zset_open, mostly).
   local probed, same = 0, true
   while probed < CONCURRENCY_MAX_LIMIT do
-    local s = rcall('ZSCORE', key, dec(probed + 1) .. ':' .. id)
+    local s
+    if probed == 0 and z.probe ~= nil then
+      s = z.probe
+    else
+      s = rcall('ZSCORE', key, slot_member(probed + 1, id))
+    end
     if not s then break end
     probed = probed + 1
     s = score_us(tonumber(s))
@@ -2111,6 +2233,9 @@ end
 -- call's; every member walked checked.
 local function lease_nth_newest_other(z, k)
   if z == nil then return nil end
+  -- With no slot of its own, the newest other is the newest entry, which
+  -- zset_open read and checked.
+  if k == 0 and z.probed == 0 then return z.newest end
   local batch = k + 2 + z.probed
   local offset, seen, own = 0, 0, 0
   while true do
@@ -2232,7 +2357,7 @@ function CONCURRENCY.plan(key, lim, at)
   local removed = {}
   if z and not at.peek then
     removed = z_old_members(LEASE_SET, z, upd.remove_at_most, at)
-    for k = upd.slots + 1, z.probed do removed[#removed + 1] = dec(k) .. ':' .. id end
+    for k = upd.slots + 1, z.probed do removed[#removed + 1] = slot_member(k, id) end
   end
   return d, { lease = true, removed = removed, slots = upd.slots, id = id,
     score = dec(upd.expires), expire_ms = ceil_ms(latest) }
@@ -2246,12 +2371,12 @@ function CONCURRENCY.apply(key, w)
   end
   if #w.removed > 0 then rcall('ZREM', key, unpack(w.removed)) end
   if w.slots > 0 then
-    local args = {}
+    local args, score, id = ZADD_ARGS, w.score, w.id
     for k = 1, w.slots do
-      args[2 * k - 1] = w.score
-      args[2 * k] = dec(k) .. ':' .. w.id
+      args[2 * k - 1] = score
+      args[2 * k] = slot_member(k, id)
     end
-    rcall('ZADD', key, unpack(args))
+    rcall('ZADD', key, unpack(args, 1, 2 * w.slots))
   end
   rcall('PEXPIREAT', key, dec(w.expire_ms))
 end
@@ -2683,6 +2808,15 @@ end
 -- sends the call to the full path (which errors where the module does).
 local function fast_log(lookup)
   local LOG, MEMBER_OK, members = SLIDINGLOG, {}, 0
+  local SET = LOG.set
+  -- The full path, handed this path's read of the old entries (zset_count_after
+  -- reads them no more: a member of another client's may be long).
+  local function full(keys, args, ro, now, old, cutoff, fetch)
+    if old then SET.read = { key = keys[1], old_max = cutoff, fetch = fetch, old = old } end
+    local reply = call('rl_slidinglog', keys, args, ro, now)
+    SET.read = nil
+    return reply
+  end
   local function is_member(m)
     local ok = MEMBER_OK[m]
     if ok == nil then
@@ -2717,20 +2851,20 @@ local function fast_log(lookup)
     local limit, w = lim.limit, lim.w
     local cutoff = now - w
     local newest, member, blocked, live = nil, nil, nil, 0
-    local old
+    local old, fetch
     if len > 0 then
       -- zset_count_after's walk of the old entries, with the stale entries
       -- an allowed call removes (the full path fetches as many).
       local removable = n < limit and n or limit
-      local fetch = removable + STALE_REMOVED_PER_CALL
+      fetch = removable + STALE_REMOVED_PER_CALL
       if fetch < limit + 2 then fetch = limit + 2 end
       old = rcall('ZRANGEBYSCORE', key, '-inf', format('%d', cutoff), 'LIMIT', '0', DEC_OF[fetch] or memo_dec(fetch))
       local older = #old
-      if older > limit + 1 then return call('rl_slidinglog', keys, args, ro, now) end
+      if older > limit + 1 then return full(keys, args, ro, now, old, cutoff, fetch) end
       local old_block = false
       for i = 1, older do
         local m = old[i]
-        if m == 'B' then old_block = true elseif not is_member(m) then return call('rl_slidinglog', keys, args, ro, now) end
+        if m == 'B' then old_block = true elseif not is_member(m) then return full(keys, args, ro, now, old, cutoff, fetch) end
       end
       -- Entries after the cutoff, a block there among them or not.
       local upper = len - older
@@ -2746,9 +2880,9 @@ local function fast_log(lookup)
           else
             if not newest then
               member, newest = newest_entry(m, top[i + 1])
-              if not member then return call('rl_slidinglog', keys, args, ro, now) end
+              if not member then return full(keys, args, ro, now, old, cutoff, fetch) end
             elseif not is_member(m) then
-              return call('rl_slidinglog', keys, args, ro, now)
+              return full(keys, args, ro, now, old, cutoff, fetch)
             end
             if seen == k then nth = score_us(tonumber(top[i + 1])) end
             seen = seen + 1
@@ -2756,7 +2890,7 @@ local function fast_log(lookup)
           lowest = top[i + 1]
         end
         if newest == nil or newest > now or (blocked and blocked > now) then
-          return call('rl_slidinglog', keys, args, ro, now)
+          return full(keys, args, ro, now, old, cutoff, fetch)
         end
         -- The block: read (its score), among the old entries, absent (the
         -- whole set read), or not read: then at or before the lowest entry
@@ -2774,12 +2908,12 @@ local function fast_log(lookup)
           elseif upper - 1 >= limit and low <= now then
             after = true
           else
-            return call('rl_slidinglog', keys, args, ro, now)
+            return full(keys, args, ro, now, old, cutoff, fetch)
           end
         end
         live = after and upper - 1 or upper
         if live > limit + 1 then live = limit + 1 end
-        if live + n <= limit then return call('rl_slidinglog', keys, args, ro, now) end
+        if live + n <= limit then return full(keys, args, ro, now, old, cutoff, fetch) end
         local reset = newest + w - now
         local retry = reset
         if nth then retry = nth + w - now end
@@ -2789,23 +2923,22 @@ local function fast_log(lookup)
         local q, r = retry % 1000, reset % 1000
         return { 1, limit, remaining, (retry - q) / 1000 + (q > 0 and 1 or 0), (reset - r) / 1000 + (r > 0 and 1 or 0) }
       end
-      -- zset_open: the newest entry and the block.
-      local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '2')
-      local i = 1
+      -- zset_open: the newest entry, the next one past the block.
+      local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
       if top[1] == 'B' then
         blocked = score_us(tonumber(top[2]))
-        i = 3
+        top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '1', '1')
       end
-      if top[i] then
-        member, newest = newest_entry(top[i], top[i + 1])
-        if not member then return call('rl_slidinglog', keys, args, ro, now) end
+      if top[1] then
+        member, newest = newest_entry(top[1], top[2])
+        if not member then return full(keys, args, ro, now, old, cutoff, fetch) end
       end
       if not blocked and not old_block then
         local b = rcall('ZSCORE', key, 'B')
         if b then blocked = score_us(tonumber(b)) end
       end
       if (newest and newest > now) or (blocked and blocked > now) then
-        return call('rl_slidinglog', keys, args, ro, now)
+        return full(keys, args, ro, now, old, cutoff, fetch)
       end
       live = upper
       if blocked and blocked > cutoff then live = live - 1 end
@@ -2817,7 +2950,7 @@ local function fast_log(lookup)
     local remaining = limit - live
     if remaining < 0 then remaining = 0 end
     if n > limit or live + n > limit then
-      if n <= limit then return call('rl_slidinglog', keys, args, ro, now) end
+      if n <= limit then return full(keys, args, ro, now, old, cutoff, fetch) end
       local r = reset % 1000
       return { 1, limit, remaining, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
     end
