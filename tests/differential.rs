@@ -546,6 +546,25 @@ struct Call {
 }
 
 impl Call {
+    /// A call of `cmd` on `keys` with `head`, no options yet, no option
+    /// flags set.
+    fn new(cmd: Cmd, numkeys: usize, keys: Vec<String>, head: Vec<String>) -> Call {
+        Call {
+            cmd,
+            numkeys,
+            keys,
+            head,
+            tail: Vec::new(),
+            now_among_options: false,
+            read_only: false,
+            drop_peek: false,
+            peek: false,
+            refund: false,
+            block: false,
+            above_2_53: false,
+        }
+    }
+
     fn module_args(&self) -> Vec<String> {
         let mut args = vec![self.cmd.module().to_string()];
         if self.cmd == Cmd::All {
@@ -873,18 +892,8 @@ fn gen_single(rng: &mut Rng, pool: &Pool, cmd: Cmd) -> Call {
         above_2_53 = head[i].len() >= 16;
     }
     let mut call = Call {
-        cmd,
-        numkeys: 1,
-        keys: vec![key_name],
-        head,
-        tail: Vec::new(),
-        now_among_options: false,
-        read_only: false,
-        drop_peek: false,
-        peek: false,
-        refund: false,
-        block: false,
         above_2_53,
+        ..Call::new(cmd, 1, vec![key_name], head)
     };
     if cmd == Cmd::Throttle {
         // CL.THROTTLE takes no options: an optional positional quantity.
@@ -957,20 +966,7 @@ fn gen_all_common(rng: &mut Rng, pool: &Pool) -> Call {
         head.push(kind.all_keyword().to_string());
         head.extend(params);
     }
-    let mut call = Call {
-        cmd: Cmd::All,
-        numkeys,
-        keys,
-        head,
-        tail: Vec::new(),
-        now_among_options: false,
-        read_only: false,
-        drop_peek: false,
-        peek: false,
-        refund: false,
-        block: false,
-        above_2_53: false,
-    };
+    let mut call = Call::new(Cmd::All, numkeys, keys, head);
     common_options(rng, &mut call, None);
     if rng.chance(40) {
         call.tail.push("WITHLIMITS".to_string());
@@ -1088,18 +1084,8 @@ fn gen_all(rng: &mut Rng, pool: &Pool) -> Call {
         }
     }
     let mut call = Call {
-        cmd: Cmd::All,
-        numkeys,
-        keys,
-        head,
-        tail: Vec::new(),
-        now_among_options: false,
-        read_only: false,
-        drop_peek: false,
-        peek: false,
-        refund: false,
-        block: false,
         above_2_53,
+        ..Call::new(Cmd::All, numkeys, keys, head)
     };
     if !cut_short {
         let junk = rng.chance(4);
@@ -1173,18 +1159,8 @@ fn gen_budget(rng: &mut Rng, pool: &Pool, shape: (usize, i64, &str)) -> Call {
         tail.push("WITHLIMITS".to_string());
     }
     Call {
-        cmd: Cmd::All,
-        numkeys: keys.len(),
-        keys,
-        head,
         tail,
-        now_among_options: false,
-        read_only: false,
-        drop_peek: false,
-        peek: false,
-        refund: false,
-        block: false,
-        above_2_53: false,
+        ..Call::new(Cmd::All, keys.len(), keys, head)
     }
 }
 
@@ -1204,20 +1180,12 @@ fn gen_lease_burst(rng: &mut Rng, pool: &Pool, step: usize) -> Call {
             *rng.pick(&["a", "b", "c"]),
         ),
     };
-    let mut call = Call {
-        cmd: Cmd::Concurrency,
-        numkeys: 1,
-        keys: vec![pool.lease_burst.clone()],
-        head: ["1", "60", op, id].map(String::from).to_vec(),
-        tail: Vec::new(),
-        now_among_options: false,
-        read_only: false,
-        drop_peek: false,
-        peek: false,
-        refund: false,
-        block: false,
-        above_2_53: false,
-    };
+    let mut call = Call::new(
+        Cmd::Concurrency,
+        1,
+        vec![pool.lease_burst.clone()],
+        ["1", "60", op, id].map(String::from).to_vec(),
+    );
     if step == 1 {
         call.block = true;
         call.tail = vec!["BLOCK".to_string(), "30".to_string()];

@@ -76,6 +76,28 @@ fn integers(v: &Value) -> Vec<i64> {
 
 const T0: i64 = 1_800_000_000_000_000;
 
+/// `function key args… NOW t` through FCALL, or FCALL_RO for a `_ro`
+/// twin: the commands it ran and its reply.
+fn call_with_now(
+    con: &mut redis::Connection,
+    function: &str,
+    key: &str,
+    args: &[&str],
+    now: i64,
+) -> (Vec<(String, i64)>, Vec<i64>) {
+    let now = now.to_string();
+    let fcall = if function.ends_with("_ro") {
+        "FCALL_RO"
+    } else {
+        "FCALL"
+    };
+    let mut all = vec![fcall, function, "1", key];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["NOW", &now]);
+    let (ran, reply) = commands_of(con, &all);
+    (ran, integers(&reply))
+}
+
 /// `rl_slidinglog key limit 60 … NOW t` through `function` (FCALL or
 /// FCALL_RO).
 fn log_call(
@@ -86,17 +108,9 @@ fn log_call(
     extra: &[&str],
     now: i64,
 ) -> (Vec<(String, i64)>, Vec<i64>) {
-    let now = now.to_string();
-    let fcall = if function.ends_with("_ro") {
-        "FCALL_RO"
-    } else {
-        "FCALL"
-    };
-    let mut args = vec![fcall, function, "1", key, limit, "60"];
+    let mut args = vec![limit, "60"];
     args.extend_from_slice(extra);
-    args.extend_from_slice(&["NOW", &now]);
-    let (ran, reply) = commands_of(con, &args);
-    (ran, integers(&reply))
+    call_with_now(con, function, key, &args, now)
 }
 
 #[test]
@@ -210,17 +224,9 @@ fn lease_call(
     op: &[&str],
     now: i64,
 ) -> (Vec<(String, i64)>, Vec<i64>) {
-    let now = now.to_string();
-    let fcall = if function.ends_with("_ro") {
-        "FCALL_RO"
-    } else {
-        "FCALL"
-    };
-    let mut args = vec![fcall, function, "1", key, "3", "60"];
+    let mut args = vec!["3", "60"];
     args.extend_from_slice(op);
-    args.extend_from_slice(&["NOW", &now]);
-    let (ran, reply) = commands_of(con, &args);
-    (ran, integers(&reply))
+    call_with_now(con, function, key, &args, now)
 }
 
 /// (function, operation, at, limited, the commands it runs)
