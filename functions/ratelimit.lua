@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 21
+local VERSION = 22
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -401,6 +401,7 @@ end
 local GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, BUCKETWINDOW, CELL, SLIDINGLOG, CONCURRENCY
 local bucket_window_new, cell_new, reply_secs5, log_entries, log_forced_entries, e_over_budget, score_us, apply_log_block, stale_want
 local e_zset_member, zset_open, zset_count_after, z_old_members, small_dec, memo_check, ZADD_ARGS, SMALL_DEC
+local z_top
 
 local function check_limit_and_window(limit, window_us)
   if limit < 1 then e_range('limit', '>= 1') end
@@ -1635,6 +1636,75 @@ function e_zset_member(kind, z)
   e_foreign(z.key, kind.cmd, NOT_OURS_MEMBER)
 end
 
+-- A fast path's read of the set at `key` handed to the full path (a
+-- kind's `read`, for one call): `asc`, its first entries by rank with
+-- their scores (member, score, …), the whole set when it holds no more.
+-- The full path's reads take from it the entries it holds, and read only
+-- the others: a member of another client's may be long, and each read
+-- copies it into Lua. Nil: none for that key.
+local function handed(kind, key)
+  local read = kind.read
+  if read and read.key == key then return read.asc end
+  return nil
+end
+
+-- The entries of z's set from its `offset`-th newest on, `count` of them,
+-- with their scores (ZREVRANGEBYSCORE key +inf -inf WITHSCORES LIMIT
+-- offset count): those a hand-over holds not read again.
+function z_top(kind, z, offset, count)
+  local asc = handed(kind, z.key)
+  if asc == nil then
+    return rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', dec(offset), dec(count))
+  end
+  -- By rank from the lowest: hi down to lo; the hand-over holds 0 … held − 1.
+  local held = #asc / 2
+  local hi, lo = z.len - 1 - offset, z.len - offset - count
+  if lo < 0 then lo = 0 end
+  local got = {}
+  if hi >= held then
+    local above = hi - (lo > held and lo or held) + 1
+    got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', dec(offset), dec(above))
+    hi = hi - above
+  end
+  for r = hi, lo, -1 do
+    got[#got + 1] = asc[2 * r + 1]
+    got[#got + 1] = asc[2 * r + 2]
+  end
+  return got
+end
+
+-- The members of z's set scored at `old_max` or before, the oldest first,
+-- `fetch` at most (ZRANGEBYSCORE key -inf old_max LIMIT 0 fetch), or
+-- (`after`) those scored after it, the newest first (ZREVRANGEBYSCORE key
+-- +inf (old_max LIMIT 0 fetch): those the hand-over `asc` holds not read
+-- again.
+local function z_handed_range(z, asc, old_max, fetch, after)
+  local held, got = #asc / 2, {}
+  if not after then
+    local n = 0
+    while n < held and n < fetch and tonumber(asc[2 * n + 2]) <= old_max do
+      got[n + 1] = asc[2 * n + 1]
+      n = n + 1
+    end
+    if n == held and n < fetch and held < z.len then
+      local rest = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', dec(held), dec(fetch - held))
+      for i = 1, #rest do got[n + i] = rest[i] end
+    end
+    return got
+  end
+  -- The newest entries, above what the hand-over holds, read first.
+  local above = z.len - held
+  if above > 0 then
+    got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', '0', dec(fetch < above and fetch or above))
+    if #got < above then return got end
+  end
+  for r = held - 1, 0, -1 do
+    if #got >= fetch or tonumber(asc[2 * r + 2]) <= old_max then break end
+    got[#got + 1] = asc[2 * r + 1]
+  end
+  return got
+end
+
 -- The sorted set of `key` at `now`, of `kind` (LOG_SET, LEASE_SET: the
 -- command its errors name, its most entries, its member checks), for the
 -- lease `id` (a lease set's; nil for a log): nil for no key, else {key, len,
@@ -1651,13 +1721,13 @@ function zset_open(kind, key, now, id, probe)
   -- The newest entry, and the next one when that is the block: no member
   -- read that the module does not read (one of another client's may be
   -- long: each read copies it).
-  local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
   -- Built with its fields (not grown field by field: each growth rehashes).
   local z = { key = key, len = len, id = id }
+  local top = z_top(kind, z, 0, 1)
   local block_score
   if top[1] == 'B' then
     block_score = top[2]
-    top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '1', '1')
+    top = z_top(kind, z, 1, 1)
   end
   local member = top[1]
   if member ~= nil then
@@ -1705,7 +1775,10 @@ function zset_count_after(kind, z, old_max, at_most, want)
   -- The same read by a fast path that handed the call over (kind.read):
   -- not read again (a member of another client's may be long).
   local read, old = kind.read
-  if read and read.key == z.key and read.old_max == old_max and read.fetch == fetch then
+  local asc = read and read.asc and handed(kind, z.key)
+  if asc then
+    old = z_handed_range(z, asc, old_max, fetch)
+  elseif read and read.key == z.key and read.old_max == old_max and read.fetch == fetch then
     old = read.old
   else
     old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', '0', dec(fetch))
@@ -1730,7 +1803,12 @@ function zset_count_after(kind, z, old_max, at_most, want)
   -- None is newer when the newest entry (zset_open's, read and checked) is
   -- old: the walk would meet nothing but the block.
   if at_most > 0 and z.newest ~= nil and z.newest > old_max then
-    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', '0', dec(at_most + 1))
+    local got
+    if asc then
+      got = z_handed_range(z, asc, old_max, at_most + 1, true)
+    else
+      got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', '0', dec(at_most + 1))
+    end
     for i = 1, #got do
       local m = got[i]
       if m ~= 'B' then
@@ -2176,6 +2254,7 @@ local is_lease_member = memo_check(LEASE_SET, 135, function(m)
   return m == 'B' or split_slot(m) ~= nil
 end)
 LEASE_SET.is_member = is_lease_member
+CONCURRENCY.set = LEASE_SET
 
 -- The member of a lease's k-th slot, "<k>:<id>", memoized for ids of at
 -- most 128 bytes (the default's longest): a lookup instead of a format and
@@ -2239,7 +2318,7 @@ local function lease_nth_newest_other(z, k)
   local batch = k + 2 + z.probed
   local offset, seen, own = 0, 0, 0
   while true do
-    local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', dec(offset), dec(batch))
+    local got = z_top(LEASE_SET, z, offset, batch)
     for i = 1, #got, 2 do
       local m = got[i]
       if m ~= 'B' then
@@ -3456,8 +3535,8 @@ end
 -- lease's slot or the block's B, an integer score from 10^14 to the
 -- horizon), the lease's own slots 1:id … p:id sharing one expiry, and no
 -- block in force; anything else goes on into the full path with the clock
--- read (whose walks read a part of what this one read: it then answers or
--- errors as the module does).
+-- and what this one read (its walks read again none of it: it then
+-- answers or errors as the module does).
 local function fast_lease(lookup, split_slot)
   -- split_slot's answers by member: SLOT_ID the lease id (false: the
   -- block's B or a member the module does not write), SLOT_K the slot's k;
@@ -3467,6 +3546,16 @@ local function fast_lease(lookup, split_slot)
   -- The other leases' expiries (ascending) and the expired entries'
   -- members, reused by every call (no call runs inside another).
   local OTHER, OLD = {}, {}
+  -- The full path, handed this path's read of the set (its first entries
+  -- by rank, with their scores; zset_open, zset_count_after and the walks
+  -- read again none of those: a member of another client's may be long).
+  local SET = CONCURRENCY.set
+  local function full(keys, args, ro, now, got)
+    SET.read = { key = keys[1], asc = got }
+    local reply = call('rl_concurrency', keys, args, ro, now)
+    SET.read = nil
+    return reply
+  end
   -- A refusal: `live` slots counted (the full path's capped count), the
   -- retry (false: none; true: the reset), the reset: when every lease
   -- live now has expired.
@@ -3533,7 +3622,9 @@ local function fast_lease(lookup, split_slot)
     end
     local key = keys[1]
     local got = rpcall('ZRANGE', key, '0', stop, 'WITHSCORES')
-    if got.err or #got > lim.fast_most then return nil end
+    if got.err then return nil end
+    -- Longer than any lease set this path answers: what it read handed on.
+    if #got > lim.fast_most then return full(keys, args, ro, now, got) end
     if not now then
       local t = rcall('TIME')
       local secs = t[1]
@@ -3545,11 +3636,11 @@ local function fast_lease(lookup, split_slot)
     local p, expires, top_k, live, others_n, old_n = 0, 0, 0, 0, 0, 0
     for j = 1, #got, 2 do
       local m, v = got[j], tonumber(got[j + 1])
-      if not (v and v >= 1e14 and v <= horizon and v % 1 == 0) then return call('rl_concurrency', keys, args, ro, now) end
+      if not (v and v >= 1e14 and v <= horizon and v % 1 == 0) then return full(keys, args, ro, now, got) end
       local sid = SLOT_ID[m]
       if sid == nil then
         -- Not a slot: the full path's error (a long member not kept).
-        if #m > 1031 then return call('rl_concurrency', keys, args, ro, now) end
+        if #m > 1031 then return full(keys, args, ro, now, got) end
         local k
         k, sid = split_slot(m)
         if known >= 4096 then SLOT_K, SLOT_ID, FIRST, known = {}, {}, {}, 0 end
@@ -3557,15 +3648,15 @@ local function fast_lease(lookup, split_slot)
         known = known + 1
       end
       if v > now then
-        if not sid then return call('rl_concurrency', keys, args, ro, now) end
+        if not sid then return full(keys, args, ro, now, got) end
         live = live + 1
       else
-        if not sid and m ~= 'B' then return call('rl_concurrency', keys, args, ro, now) end
+        if not sid and m ~= 'B' then return full(keys, args, ro, now, got) end
         old_n = old_n + 1
         OLD[old_n] = m
       end
       if sid == id then
-        if p > 0 and v ~= expires then return call('rl_concurrency', keys, args, ro, now) end
+        if p > 0 and v ~= expires then return full(keys, args, ro, now, got) end
         expires = v
         p = p + 1
         local k = SLOT_K[m]
@@ -3575,7 +3666,7 @@ local function fast_lease(lookup, split_slot)
         OTHER[others_n] = v
       end
     end
-    if top_k ~= p or p > CONCURRENCY_MAX_LIMIT then return call('rl_concurrency', keys, args, ro, now) end
+    if top_k ~= p or p > CONCURRENCY_MAX_LIMIT then return full(keys, args, ro, now, got) end
     -- CONCURRENCY.decide: the live slots counted up to limit + own + 1,
     -- the others' among them, the others' newest expiry (nil: none).
     local own_live = expires > now and p or 0

@@ -545,9 +545,12 @@ fn rl_all_over_64_stale_logs_answers_within_5_ms() {
 /// library's: one read into Lua, about 4–5 ms per MiB), so each reads it
 /// once and answers. The library read an 8 MiB member three times through
 /// `rl_slidinglog` (its fast path's walk, then the full path's newest two
-/// entries and walk) and twice through `rl_all`. Timed against one read of
-/// the same member into Lua (`EVAL`), the fastest of three each. The
-/// library only (the module's one copy is its API's).
+/// entries and walk) and twice through `rl_all`; and twice through each
+/// operation of `rl_concurrency` (its fast path reads the lease set whole,
+/// then the full path read the member again), live or expired. Timed
+/// against one read of the same member into Lua (`EVAL`), the fastest of
+/// three each. The library only (the module's one copy is its API's; it
+/// answers the same errors, tests/differential.rs).
 #[test]
 fn a_long_foreign_member_is_read_at_most_once() {
     if common::engine() != common::Engine::Functions {
@@ -573,6 +576,26 @@ fn a_long_foreign_member_is_read_at_most_once() {
     )
     .unwrap();
     let _: i64 = query(&mut con, &["ZADD", "big", &(now - 1_000).to_string(), "0"]).unwrap();
+    // Lease sets: the long member live (another lease's slot after it, the
+    // newest) or expired (a live slot after it).
+    for (key, at) in [("live", now + 10_000_000), ("expired", now - 3_600_000_000)] {
+        let _: () = query(
+            &mut con,
+            &[
+                "EVAL",
+                "redis.call('ZADD', KEYS[1], ARGV[1], string.rep('x', 8388608))",
+                "1",
+                key,
+                &at.to_string(),
+            ],
+        )
+        .unwrap();
+        let _: i64 = query(
+            &mut con,
+            &["ZADD", key, &(now + 20_000_000).to_string(), "1:a"],
+        )
+        .unwrap();
+    }
     // The fastest of three calls, in µs (SLOWLOG logs every call here; a
     // script's own calls come first, the script's last).
     let fastest = |con: &mut redis::Connection, args: &[&str]| -> i64 {
@@ -604,21 +627,63 @@ fn a_long_foreign_member_is_read_at_most_once() {
             "big",
         ],
     );
-    for command in [
-        &["FCALL", "rl_slidinglog", "1", "big", "10", "60"][..],
-        &["FCALL", "rl_all", "1", "big", "SLIDINGLOG", "10", "60"][..],
-    ] {
+    let mut commands = vec![
+        vec!["FCALL", "rl_slidinglog", "1", "big", "10", "60"],
+        vec!["FCALL", "rl_all", "1", "big", "SLIDINGLOG", "10", "60"],
+    ];
+    for key in ["live", "expired"] {
+        for op in ["ACQUIRE", "RENEW", "RELEASE"] {
+            commands.push(vec![
+                "FCALL",
+                "rl_concurrency",
+                "1",
+                key,
+                "10",
+                "60",
+                op,
+                "a",
+            ]);
+        }
+        commands.push(vec![
+            "FCALL",
+            "rl_concurrency_ro",
+            "1",
+            key,
+            "10",
+            "60",
+            "ACQUIRE",
+            "b",
+        ]);
+        commands.push(vec![
+            "FCALL",
+            "rl_all",
+            "1",
+            key,
+            "CONCURRENCY",
+            "10",
+            "60",
+            "ACQUIRE",
+            "b",
+        ]);
+    }
+    for command in &commands {
+        let (key, kind) = match command[3] {
+            "big" => ("big", "RL.SLIDINGLOG"),
+            key => (key, "RL.CONCURRENCY"),
+        };
         assert_eq!(
             call_err(&mut con, command),
-            "ERR the value at key 'big' is not RL.SLIDINGLOG state (a member the module did not write)"
+            format!("ERR the value at key '{key}' is not {kind} state (a member the module did not write)"),
+            "{command:?}"
         );
         let took = fastest(&mut con, command);
         assert!(
             took * 2 < read * 3,
-            "{} took {took} µs, one read of the member {read} µs",
-            command[1]
+            "{command:?} took {took} µs, one read of the member {read} µs"
         );
     }
-    assert_eq!(query::<i64>(&mut con, &["ZCARD", "big"]).unwrap(), 2);
-    assert_eq!(query::<i64>(&mut con, &["PTTL", "big"]).unwrap(), -1);
+    for key in ["big", "live", "expired"] {
+        assert_eq!(query::<i64>(&mut con, &["ZCARD", key]).unwrap(), 2);
+        assert_eq!(query::<i64>(&mut con, &["PTTL", key]).unwrap(), -1);
+    }
 }
