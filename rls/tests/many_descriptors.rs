@@ -98,3 +98,68 @@ async fn more_than_64_descriptors_with_one_exhausted_are_over_limit_and_take_not
         );
     }
 }
+
+/// A 10-per-hour rule exhausted first, and sliding logs of 1,000 per hour:
+/// four of them in one `RL.ALL` would touch 4 × (1,000 + 1) entries, more
+/// than one call's `sliding-log-call-budget` (4,000, the module's default
+/// and the library's), which the server refuses with an error.
+const LOGS: &str = "domain: d
+descriptors:
+  - key: full
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: sl
+    rate_limit: {unit: hour, requests_per_unit: 1000, algorithm: sliding_log}
+";
+
+/// Ten sliding logs of 1,000 (the most a log's limit can be at the server's
+/// defaults) in one request: decided in calls that each fit the sliding-log
+/// budget, never the server's "may touch … entries" error; with one limit
+/// exhausted the request is `OVER_LIMIT` under every failure mode and no
+/// log keeps a hit.
+#[tokio::test]
+async fn sliding_logs_past_one_calls_budget_are_decided_not_an_error() {
+    let redis = Redis::start();
+    for mode in ["unavailable", "open", "closed"] {
+        let rls = Rls::start(
+            &redis.url(),
+            LOGS,
+            &["--failure-mode", mode, "--redis-timeout-ms", "2000"],
+        )
+        .await;
+        let mut client = rls.client().await;
+        let full = mode.to_string();
+        for _ in 0..10 {
+            let r = call(&mut client, request("d", vec![desc(&[("full", &full)])])).await;
+            assert_eq!(r.overall_code, OK, "{mode}");
+        }
+        let logs: Vec<String> = (0..10).map(|i| format!("{mode}-{i}")).collect();
+        let mut descriptors: Vec<_> = logs.iter().map(|v| desc(&[("sl", v)])).collect();
+        descriptors.insert(5, desc(&[("full", &full)]));
+        for round in 0..2 {
+            let r = client
+                .should_rate_limit(request("d", descriptors.clone()))
+                .await
+                .unwrap_or_else(|e| panic!("{mode} {round}: {e:?}"))
+                .into_inner();
+            assert_eq!(r.overall_code, OVER_LIMIT, "{mode} {round}");
+            let mut expected = vec![(OK, Some(1000), 1000); 11];
+            expected[5] = (OVER_LIMIT, Some(10), 0);
+            assert_eq!(statuses(&r), expected, "{mode} {round}");
+        }
+        // Without the exhausted limit: admitted, one hit in each log.
+        descriptors.remove(5);
+        let r = call(&mut client, request("d", descriptors)).await;
+        assert_eq!(r.overall_code, OK, "{mode}");
+        assert_eq!(statuses(&r), vec![(OK, Some(1000), 999); 10], "{mode}");
+        let m = &rls.running.shared.metrics;
+        assert_eq!(m.value("ratelimit_rls_failure_mode_answers", &[]), 0);
+        assert_eq!(
+            m.value(
+                "ratelimit_service_should_rate_limit_error",
+                &[("err_type", "redis_error")]
+            ),
+            0,
+            "{mode}"
+        );
+    }
+}
