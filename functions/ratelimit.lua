@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 22
+local VERSION = 23
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -3326,26 +3326,43 @@ end
 -- only when none refuses. Anything else returns nil before the clock is
 -- read, or goes on into the full path with the clock read.
 local function fast_all(KINDS)
+  local concat = table.concat
   -- The limits' caches (limit_cache), looked into without a call.
   local GCRA_CACHE, FIXED_CACHE = KINDS.GCRA[5], KINDS.FIXEDWINDOW[5]
-  -- Each limit and, for the write, its value and expiry (ms, decimal), by
-  -- position: reused by every call (no call runs inside another), which
-  -- spares tables.
-  local LIMS, FIXED, VALUE, EXPIRE = {}, {}, {}, {}
+  -- Each form read once (`form`), by its arguments before NOW joined with
+  -- spaces: its limits by position (form[i]: a fixed window's has `w`, a
+  -- GCRA's not), how many arguments (count) and keys (nkeys) it has, its
+  -- tokens (n), whether it has PEEK and WITHLIMITS. Kept only when no
+  -- argument holds a space: a call whose arguments join to the same text
+  -- and are as many then has the same arguments (their count − 1
+  -- separators are all the spaces of the text). A limit is a pure function
+  -- of its parameters: a form outlives the caches' emptying. Bounded.
+  local FORMS, forms = {}, 0
+  -- Each key's value and expiry (ms, decimal) to write, by position:
+  -- reused by every call (no call runs inside another), which spares
+  -- tables.
+  local VALUE, EXPIRE = {}, {}
   -- A fixed window's stored state `<start>:<count>` read before: its two
   -- numbers (false: not that form), bounded. Keys counted in the same
   -- windows hold the same few states.
   local W_START, W_COUNT, states = {}, {}, 0
-  return function(keys, args, ro)
-    local nkeys = #keys
+  -- The expiry (ms, decimal: ⌈end / 1000⌉) of a window ending at `end`
+  -- (µs), bounded: the few windows in use.
+  local END_MS, ends = {}, 0
+  local function end_ms(e)
+    e = e + 999
+    local s = format('%d', (e - e % 1000) / 1000)
+    if ends >= 4096 then END_MS, ends = {}, 0 end
+    END_MS[e - 999] = s
+    ends = ends + 1
+    return s
+  end
+
+  -- The form of `count` arguments for `nkeys` keys (nil: not a common one,
+  -- or a limit not cached).
+  local function form_of(args, count, nkeys)
     if nkeys < 1 or nkeys > 64 then return nil end
-    local count = #args
-    local now
-    if count >= 2 and args[count - 1] == 'NOW' then
-      now = fast_now(args[count])
-      if not now then return nil end
-      count = count - 2
-    end
+    local form = { nkeys = nkeys, count = count, n = 1, peek = false, withlimits = false }
     local at = 1
     for i = 1, nkeys do
       local W, lim = args[at], nil
@@ -3355,7 +3372,6 @@ local function fast_all(KINDS)
         lim = lim and lim[args[at + 2]]
         lim = lim and lim[args[at + 3]]
         if not lim then return nil end
-        LIMS[i], FIXED[i] = lim, false
         at = at + 4
       elseif W == 'FIXEDWINDOW' then
         if at + 2 > count then return nil end
@@ -3364,29 +3380,65 @@ local function fast_all(KINDS)
         lim = lim and lim[1]
         -- A calendar window (DAY … YEAR) takes the full path.
         if not lim or lim.unit or lim.limit > MAX_EXACT then return nil end
-        LIMS[i], FIXED[i] = lim, true
         at = at + 3
       else
         return nil
       end
+      form[i] = lim
     end
-    local n = 1
     if at < count and args[at] == 'TOKENS' then
-      n = fast_count(args[at + 1])
+      local n = fast_count(args[at + 1])
       if not n then return nil end
+      form.n = n
       at = at + 2
     end
-    local peek = ro
     if at <= count and args[at] == 'PEEK' then
-      peek = true
+      form.peek = true
       at = at + 1
     end
-    local reply
     if at <= count and args[at] == 'WITHLIMITS' then
-      reply = {}
+      form.withlimits = true
       at = at + 1
     end
     if at <= count then return nil end
+    for i = 1, count do
+      if find(args[i], ' ', 1, true) then return form end
+    end
+    if forms >= 256 then FORMS, forms = {}, 0 end
+    FORMS[concat(args, ' ', 1, count)] = form
+    forms = forms + 1
+    return form
+  end
+
+  -- The start of the fixed window stored as `stored` (false: not the
+  -- plainest form), its count in W_COUNT[stored].
+  local function window_state(stored)
+    if type(stored) ~= 'string' then return false end
+    local start, c = false, nil
+    local s1, s2
+    if #stored <= 34 then s1, s2 = match(stored, '^(%d+):(%d+)$') end
+    if s1 and #s1 <= 16 and #s2 <= 15 then start, c = tonumber(s1), tonumber(s2) end
+    if states >= 4096 then W_START, W_COUNT, states = {}, {}, 0 end
+    W_START[stored], W_COUNT[stored] = start, c
+    states = states + 1
+    return start
+  end
+
+  return function(keys, args, ro)
+    local count = #args
+    local now
+    -- (args[0] and args[-1] are nil)
+    if args[count - 1] == 'NOW' then
+      now = fast_now(args[count])
+      if not now then return nil end
+      count = count - 2
+    end
+    local nkeys = #keys
+    local form = FORMS[concat(args, ' ', 1, count)]
+    if not form or form.count ~= count or form.nkeys ~= nkeys then
+      form = form_of(args, count, nkeys)
+      if not form then return nil end
+    end
     if nkeys == 2 then
       if keys[1] == keys[2] then return nil end
     elseif nkeys > 2 then
@@ -3400,127 +3452,137 @@ local function fast_all(KINDS)
     if not now then
       local t = rcall('TIME')
       local secs = t[1]
-      now = (NUM_OF[secs] or memo_num(secs)) * US_PER_SEC + t[2]
+      now = (NUM_OF[secs] or memo_num(secs)) * 1000000 + t[2]
     end
+    local horizon = now + MAX_PERIOD_US
+    local n, peek = form.n, ro or form.peek
+    local reply = form.withlimits and {}
     -- Each limit decided in turn (GCRA.take, FIXEDWINDOW.take in µs), the
     -- binding one kept as `binding` finds it: when limited, the refusing
     -- limit with the longest retry (none counts as longest); when allowed,
-    -- the fewest remaining; the first on ties.
-    local best, b_limited, b_remaining, b_retry, b_reset
-    local j = 6
+    -- the fewest remaining (below any limit's: the first counts); the
+    -- first on ties.
+    local best, b_limited, b_remaining = 0, 0, TWO53
+    local b_retry, b_reset
     for i = 1, nkeys do
-      local key, lim = keys[i], LIMS[i]
+      local key, lim = keys[i], form[i]
       -- At most 282 bytes, whatever is stored (issue 41); '' is no key or
       -- an empty string (not a state: the full path's error), as EXISTS
-      -- tells.
+      -- tells; an error reply (a key of another type) is a table.
       local stored = rpcall('GETRANGE', key, '0', '281')
       if stored == '' then
         if rcall('EXISTS', key) ~= 0 then return call('rl_all', keys, args, ro, now) end
         stored = false
-      elseif stored and type(stored) ~= 'string' then
-        return call('rl_all', keys, args, ro, now)
       end
-      local limit = lim.limit
-      local limited, remaining, retry, reset
-      if FIXED[i] then
-        local w = lim.w
+      local limit, w = lim.limit, lim.w
+      local limited, retry, remaining, reset
+      if w then
         local start, c
         if stored then
-          start, c = W_START[stored], W_COUNT[stored]
-          if start == nil then
-            local s1, s2
-            if #stored <= 34 then s1, s2 = match(stored, '^(%d+):(%d+)$') end
-            if s1 and #s1 <= 16 and #s2 <= 15 then
-              start, c = tonumber(s1), tonumber(s2)
-            else
-              start = false
-            end
-            if states >= 4096 then W_START, W_COUNT, states = {}, {}, 0 end
-            W_START[stored], W_COUNT[stored] = start, c
-            states = states + 1
-          end
-          if not start or start > now + MAX_PERIOD_US then return call('rl_all', keys, args, ro, now) end
+          start = W_START[stored]
+          if start == nil then start = window_state(stored) end
+          if not start or start > horizon then return call('rl_all', keys, args, ro, now) end
+          c = W_COUNT[stored]
           if start <= now then
             local current = now - now % w
-            if start ~= current then start, c = current, 0 end
+            if start ~= current then
+              start = current
+              c = 0
+            end
           end
         else
-          start, c = now - now % w, 0
+          start = now - now % w
+          c = 0
         end
         local to_end = start + w - now
         local new_count = c + n
-        if n <= limit and new_count <= limit then
-          limited, remaining, retry, reset = false, limit - new_count, false, to_end
+        -- (c >= 0: within the limit, n is too)
+        if new_count <= limit then
+          remaining = limit - new_count
+          reset = to_end
           if not peek then
             local finish = start + w
-            if finish > now + MAX_PERIOD_US then finish = now + MAX_PERIOD_US end
-            local r = finish % 1000
-            finish = (finish - r) / 1000 + (r > 0 and 1 or 0)
+            if finish > horizon then finish = horizon end
             VALUE[i] = (DEC_OF[start] or memo_dec(start)) .. ':' .. (DEC_OF[new_count] or memo_dec(new_count))
-            EXPIRE[i] = DEC_OF[finish] or memo_dec(finish)
+            EXPIRE[i] = END_MS[finish] or end_ms(finish)
           end
         else
+          limited = true
           remaining = limit - c
           if remaining < 0 then remaining = 0 end
-          limited, retry, reset = true, n <= limit and to_end, c > 0 and to_end or 0
+          retry = n <= limit and to_end
+          reset = c > 0 and to_end or 0
         end
       else
         local ttl = 0
         if stored then
-          if #stored > 16 or find(stored, '%D') then return call('rl_all', keys, args, ro, now) end
+          if type(stored) ~= 'string' or #stored > 16 or find(stored, '%D') then
+            return call('rl_all', keys, args, ro, now)
+          end
           local tat = tonumber(stored)
-          if tat > now + MAX_PERIOD_US then return call('rl_all', keys, args, ro, now) end
+          if tat > horizon then return call('rl_all', keys, args, ro, now) end
           if tat > now then ttl = tat - now end
         end
         local t, tau = lim.t, lim.tau
-        local x
-        if n <= limit then
-          local new_ttl = ttl + t * n
-          if new_ttl <= tau then
-            x = tau - new_ttl
-            limited, remaining, retry, reset = false, (x - x % t) / t, false, new_ttl
-            if not peek then
-              local tat = now + new_ttl
-              local r = tat % 1000
-              VALUE[i], EXPIRE[i] = format('%d', tat), format('%d', (tat - r) / 1000 + (r > 0 and 1 or 0))
-            end
-          else
-            x = tau - ttl
-            limited, remaining, retry, reset = true, x > 0 and (x - x % t) / t or 0, new_ttl - tau, ttl
+        local new_ttl = ttl + t * n
+        -- (ttl >= 0: within tau = t × limit, n is within the limit)
+        if new_ttl <= tau then
+          local x = tau - new_ttl
+          remaining = (x - x % t) / t
+          reset = new_ttl
+          if not peek then
+            local tat = now + new_ttl
+            VALUE[i] = format('%d', tat)
+            -- ⌈tat / 1000⌉ (exact below 2^53)
+            tat = tat + 999
+            EXPIRE[i] = format('%d', (tat - tat % 1000) / 1000)
           end
         else
-          x = tau - ttl
-          limited, remaining, retry, reset = true, x > 0 and (x - x % t) / t or 0, false, ttl
+          limited = true
+          local x = tau - ttl
+          remaining = x > 0 and (x - x % t) / t or 0
+          retry = n <= limit and new_ttl - tau
+          reset = ttl
         end
       end
-      if i == 1 then
-        best, b_limited, b_remaining, b_retry, b_reset = 1, limited, remaining, retry, reset
-      elseif limited then
-        if not b_limited or (b_retry ~= false and (not retry or retry > b_retry)) then
-          best, b_limited, b_remaining, b_retry, b_reset = i, limited, remaining, retry, reset
+      -- (b_limited: 1 when limited, else 0; b_retry: false for none)
+      if limited then
+        if b_limited == 0 or (b_retry ~= false and (not retry or retry > b_retry)) then
+          best = i
+          b_limited = 1
+          b_remaining = remaining
+          b_retry = retry
+          b_reset = reset
         end
-      elseif not b_limited and remaining < b_remaining then
-        best, b_remaining, b_retry, b_reset = i, remaining, retry, reset
+      elseif b_limited == 0 and remaining < b_remaining then
+        best = i
+        b_remaining = remaining
+        b_reset = reset
       end
       if reply then
+        local j = 1 + 5 * i
         local q, r = retry and retry % 1000, reset % 1000
         reply[j + 1], reply[j + 2], reply[j + 3] = limited and 1 or 0, limit, remaining
         reply[j + 4] = retry and (retry - q) / 1000 + (q > 0 and 1 or 0) or -1
         reply[j + 5] = (reset - r) / 1000 + (r > 0 and 1 or 0)
-        j = j + 5
       end
     end
-    if not b_limited and not peek then
+    if b_limited == 0 and not peek then
       for i = 1, nkeys do rcall('SET', keys[i], VALUE[i], 'PXAT', EXPIRE[i]) end
     end
-    local q, r = b_retry and b_retry % 1000, b_reset % 1000
-    b_retry = b_retry and (b_retry - q) / 1000 + (q > 0 and 1 or 0) or -1
-    b_reset = (b_reset - r) / 1000 + (r > 0 and 1 or 0)
+    b_reset = b_reset + 999
+    b_reset = (b_reset - b_reset % 1000) / 1000
+    if b_retry then
+      b_retry = b_retry + 999
+      b_retry = (b_retry - b_retry % 1000) / 1000
+    else
+      b_retry = -1
+    end
     if not reply then
-      return { b_limited and 1 or 0, LIMS[best].limit, b_remaining, b_retry, b_reset, best }
+      return { b_limited, form[best].limit, b_remaining, b_retry, b_reset, best }
     end
     reply[1], reply[2], reply[3], reply[4], reply[5], reply[6] =
-      b_limited and 1 or 0, LIMS[best].limit, b_remaining, b_retry, b_reset, best
+      b_limited, form[best].limit, b_remaining, b_retry, b_reset, best
     return reply
   end
 end

@@ -39,7 +39,7 @@
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use common::{load_library, wait_for_sync, Server};
@@ -543,6 +543,11 @@ struct Call {
     /// A number above 2^53 was given on purpose (a documented difference may
     /// follow).
     above_2_53: bool,
+    /// An `RL.ALL` call made from one in a common form so that the library
+    /// sees the same arguments joined by spaces with another count of keys
+    /// or of arguments (`gen_all_common`): the numkeys of the form it was
+    /// made from.
+    form_probe: Option<usize>,
 }
 
 impl Call {
@@ -562,7 +567,19 @@ impl Call {
             refund: false,
             block: false,
             above_2_53: false,
+            form_probe: None,
         }
+    }
+
+    /// The words the library receives before `NOW`, joined by spaces (what
+    /// `rl_all`'s fast path keeps its forms by).
+    fn library_text(&self) -> String {
+        let tail = self
+            .tail
+            .iter()
+            .filter(|w| !(self.drop_peek && w.eq_ignore_ascii_case("PEEK")));
+        let words: Vec<&str> = self.head.iter().chain(tail).map(String::as_str).collect();
+        words.join(" ")
     }
 
     fn module_args(&self) -> Vec<String> {
@@ -803,10 +820,11 @@ fn options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>, junk: bool, bu
 /// among them: the fast paths' fallbacks), and of `RL.ALL` calls drawn in
 /// one (`gen_all_common`). With the common forms that `options` draws by
 /// itself, the default run (seed 30, 200,000 calls) sends each command
-/// with a fast path 7,600 (`RL.FIXEDWINDOW`, whose `ALIGN FIRST` keys and
-/// calendar windows often fall back) to 12,800 calls in a common form,
-/// 35–59 % of its calls, and `RL.ALL` 4,000 (18 %); of each command's, at
-/// least 440 limited (`CL.THROTTLE`; the others 720 to 1,900) and 650
+/// with a fast path 7,900 (`RL.FIXEDWINDOW`, whose `ALIGN FIRST` keys and
+/// calendar windows often fall back) to 13,700 calls in a common form,
+/// 37–63 % of its calls, and `RL.ALL` 3,200 (15 %; its form probes
+/// below are not among them); of each command's, at
+/// least 450 limited (`CL.THROTTLE`; the others 660 to 2,100) and 660
 /// errors (the tally's `common`, printed at the end; each command with a
 /// fast path must reach allowed, limited and error replies in a common
 /// form, or the test fails). `RL.CONCURRENCY`: 14,000 calls in a common
@@ -822,6 +840,17 @@ fn options(rng: &mut Rng, call: &mut Call, key: Option<&PoolKey>, junk: bool, bu
 /// empty read), an empty string, another type, a foreign value, a state
 /// ahead of the horizon, a block, a limit not yet parsed or above 2^53.
 const COMMON_PERCENT: usize = 25;
+
+/// The share (%) of `RL.ALL` calls drawn in a common form that are made
+/// form probes (`Call::form_probe`): `rl_all`'s fast path keeps each form
+/// it has read by its arguments joined by spaces, and must tell a call
+/// whose arguments join to the same text but are fewer (a word holding a
+/// space) or come with another number of keys. The default run (seed 30,
+/// 200,000 calls) sends 308 probes, 57 of them on a text that a call in
+/// a common form sent before with the probe's original numkeys (the test
+/// requires some; without the check of the count, or of the keys, the
+/// fast path answers some of them: 27 and 19 differences).
+const FORM_PROBE_PERCENT: usize = 6;
 
 /// Options in a common form: nothing or `TOKENS n`, then `FORCE` or not
 /// (about one call in 6: with `PEEK` or through the `_ro` twin a syntax
@@ -970,6 +999,24 @@ fn gen_all_common(rng: &mut Rng, pool: &Pool) -> Call {
     common_options(rng, &mut call, None);
     if rng.chance(40) {
         call.tail.push("WITHLIMITS".to_string());
+    }
+    // A form probe: the same words before `NOW` joined by spaces (the text
+    // the fast path keeps a form by), with two adjacent words made one
+    // (`GCRA 99`: one argument fewer) or with a key fewer (or one more):
+    // the module's error, which the library must give too.
+    if rng.chance(FORM_PROBE_PERCENT) {
+        call.form_probe = Some(numkeys);
+        if rng.chance(50) {
+            let at = rng.below(call.head.len() - 1);
+            let next = call.head.remove(at + 1);
+            call.head[at] = format!("{} {next}", call.head[at]);
+        } else if numkeys > 1 {
+            call.keys.pop();
+            call.numkeys -= 1;
+        } else {
+            call.keys.push(pool.key_for(rng, Cmd::Gcra).name.clone());
+            call.numkeys += 1;
+        }
     }
     call
 }
@@ -1382,6 +1429,11 @@ struct Tally {
     /// (limited: the debt).
     common_forced_allowed: u64,
     common_forced_limited: u64,
+    /// `RL.ALL`'s form probes (`Call::form_probe`), and those whose text a
+    /// call in a common form with the probe's original numkeys sent before
+    /// (the fast path may hold that form: the probe must not pass for it).
+    form_probes: u64,
+    form_probes_on_a_form: u64,
 }
 
 /// The library's error for a number above 2^53 that the module accepts: the
@@ -1553,6 +1605,8 @@ fn differential(total_calls: usize, seed: u64) {
     let start_us = (now_ms(&mut sides[0].con) + 86_400_000) * 1000;
     let mut now_us = start_us;
     let mut tally: HashMap<Cmd, Tally> = HashMap::new();
+    // The (numkeys, text) of the `RL.ALL` calls sent in a common form.
+    let mut all_forms: HashSet<(usize, String)> = HashSet::new();
     let mut error_texts: HashMap<String, u64> = HashMap::new();
     let mut differences: Vec<String> = Vec::new();
     let mut difference_count = 0usize;
@@ -1689,7 +1743,15 @@ fn differential(total_calls: usize, seed: u64) {
                 t.refunds += u64::from(call.refund);
             }
             t.blocks += u64::from(call.block && limited(&m.reply) == Some(true));
+            if let Some(numkeys) = call.form_probe {
+                t.form_probes += 1;
+                let on_a_form = all_forms.contains(&(numkeys, call.library_text()));
+                t.form_probes_on_a_form += u64::from(on_a_form);
+            }
             if call.common_form() {
+                if call.cmd == Cmd::All {
+                    all_forms.insert((call.numkeys, call.library_text()));
+                }
                 t.common += 1;
                 let forced = call.tail.iter().any(|w| w == "FORCE");
                 if is_error(&m.reply) {
@@ -1906,6 +1968,14 @@ fn differential(total_calls: usize, seed: u64) {
                 t.common_allowed > 0 && t.common_limited > 0 && t.common_errors > 0,
                 "{}: its common forms (the fast path and its fallbacks) did not reach every outcome: {t:?}",
                 c.module()
+            );
+        }
+        if *c == Cmd::All {
+            // Its fast path keeps each form by its text: calls of the same
+            // text with other arguments or keys must reach the full path.
+            assert!(
+                t.form_probes_on_a_form > 0,
+                "rl_all: no form probe met a form sent before: {t:?}"
             );
         }
         if matches!(c, Cmd::Gcra | Cmd::FixedWindow) {
