@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 23
+local VERSION = 24
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -2429,15 +2429,16 @@ function CONCURRENCY.plan(key, lim, at)
   if block_end and block_end > now then in_force = block_end end
   local latest = upd.expire_at
   if in_force and (latest == nil or in_force > latest) then latest = in_force end
-  if latest == nil then return d, { lease = true, delete = true } end
-  if latest > cap then latest = cap end
   -- The slots it removes, read and checked now, before any key of the
-  -- call is written.
+  -- call is written; a RELEASE that deletes the key checks them too (a
+  -- foreign member among them: the module's error, the key kept).
   local removed = {}
   if z and not at.peek then
     removed = z_old_members(LEASE_SET, z, upd.remove_at_most, at)
     for k = upd.slots + 1, z.probed do removed[#removed + 1] = slot_member(k, id) end
   end
+  if latest == nil then return d, { lease = true, delete = true } end
+  if latest > cap then latest = cap end
   return d, { lease = true, removed = removed, slots = upd.slots, id = id,
     score = dec(upd.expires), expire_ms = ceil_ms(latest) }
 end

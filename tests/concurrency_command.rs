@@ -964,6 +964,54 @@ fn a_foreign_member_with_a_live_score_is_refused_by_every_operation() {
     }
 }
 
+/// A `RELEASE` that gives back the last live lease deletes the key, and
+/// checks first the expired entries it would remove, as every other write
+/// does: a foreign member among them is refused and the key kept. The
+/// library deleted the key (`[0,1,1,-1,0]`) where the module refused it:
+/// it checked only the first limit + 2 expired entries before deleting.
+#[test]
+fn a_release_that_empties_the_set_checks_its_expired_members_first() {
+    let server = Server::start();
+    let mut con = server.connect();
+    let now = server_now_us(&mut con);
+    let (old, older, oldest) = (
+        (now - 10_000_000).to_string(),
+        (now - 30_000_000).to_string(),
+        (now - 60_000_000).to_string(),
+    );
+    let _: i64 = query(
+        &mut con,
+        &[
+            "ZADD", "fr", &oldest, "1:a", &oldest, "1:b", &oldest, "1:c", &older, "zzz", &old,
+            "1:d",
+        ],
+    )
+    .unwrap();
+    let before: Vec<(String, i64)> =
+        query(&mut con, &["ZRANGE", "fr", "0", "-1", "WITHSCORES"]).unwrap();
+    assert_eq!(
+        call_err(
+            &mut con,
+            &["RL.CONCURRENCY", "fr", "1", "60", "RELEASE", "a"]
+        ),
+        "ERR the value at key 'fr' is not RL.CONCURRENCY state (a member the module did not write)"
+    );
+    let after: Vec<(String, i64)> =
+        query(&mut con, &["ZRANGE", "fr", "0", "-1", "WITHSCORES"]).unwrap();
+    assert_eq!(before, after, "written");
+    assert_eq!(query::<i64>(&mut con, &["PTTL", "fr"]).unwrap(), -1);
+    // Without it, the same RELEASE deletes the key.
+    let _: i64 = query(&mut con, &["ZREM", "fr", "zzz"]).unwrap();
+    assert_eq!(
+        call(
+            &mut con,
+            &["RL.CONCURRENCY", "fr", "1", "60", "RELEASE", "a"]
+        ),
+        [0, 1, 1, -1, 0]
+    );
+    assert_eq!(query::<i64>(&mut con, &["EXISTS", "fr"]).unwrap(), 0);
+}
+
 /// A refusal by a block in force reports the block's remaining time as
 /// `reset_after` (when the key expires; issue 41), not the lease the
 /// refused call did not take; with a live lease beside, the later of the
