@@ -6,6 +6,8 @@
 mod common;
 
 use common::*;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use tonic::transport::Channel;
 
 /// Five 10-per-hour rules, one per algorithm (the pads cycle through them),
 /// and `full`, exhausted first.
@@ -27,25 +29,51 @@ descriptors:
 
 const PADS: [&str; 5] = ["fw", "sw", "sl", "tb", "gcra"];
 
+/// The service with `config` under failure mode `mode`, and a client, once
+/// its 10-per-hour `full` rule is exhausted for the value `mode`. Requests
+/// of a thousand descriptors are 16 calls and the service's own work: tens
+/// of ms in a debug build on a loaded machine, so the timeout (2 s) is not
+/// what these tests are about.
+async fn exhausted(
+    redis: &Redis,
+    config: &str,
+    mode: &str,
+) -> (Rls, RateLimitServiceClient<Channel>) {
+    let rls = Rls::start(
+        &redis.url(),
+        config,
+        &["--failure-mode", mode, "--redis-timeout-ms", "2000"],
+    )
+    .await;
+    let mut client = rls.client().await;
+    for _ in 0..10 {
+        let r = call(&mut client, request("d", vec![desc(&[("full", mode)])])).await;
+        assert_eq!(r.overall_code, OK, "{mode}");
+    }
+    (rls, client)
+}
+
+/// Every request was decided: none answered by the failure mode, no Redis
+/// error counted.
+fn assert_no_redis_errors(rls: &Rls, mode: &str) {
+    let m = &rls.running.shared.metrics;
+    assert_eq!(m.value("ratelimit_rls_failure_mode_answers", &[]), 0);
+    assert_eq!(
+        m.value(
+            "ratelimit_service_should_rate_limit_error",
+            &[("err_type", "redis_error")]
+        ),
+        0,
+        "{mode}"
+    );
+}
+
 #[tokio::test]
 async fn more_than_64_descriptors_with_one_exhausted_are_over_limit_and_take_nothing() {
     let redis = Redis::start();
     for mode in ["unavailable", "open", "closed"] {
-        // A thousand descriptors are 16 calls and the service's own work:
-        // tens of ms in a debug build on a loaded machine, so the timeout is
-        // not what this test is about.
-        let rls = Rls::start(
-            &redis.url(),
-            CONFIG,
-            &["--failure-mode", mode, "--redis-timeout-ms", "2000"],
-        )
-        .await;
-        let mut client = rls.client().await;
+        let (rls, mut client) = exhausted(&redis, CONFIG, mode).await;
         let full = mode.to_string();
-        for _ in 0..10 {
-            let r = call(&mut client, request("d", vec![desc(&[("full", &full)])])).await;
-            assert_eq!(r.overall_code, OK, "{mode}");
-        }
         // The exhausted one last (alone in the second call), first, in the middle.
         for (n, at) in [(65usize, 64usize), (100, 0), (1000, 500)] {
             let pad = |i: usize| (PADS[i % PADS.len()], format!("{mode}-{n}-{i}"));
@@ -86,16 +114,7 @@ async fn more_than_64_descriptors_with_one_exhausted_are_over_limit_and_take_not
                 "{mode} {n}"
             );
         }
-        let m = &rls.running.shared.metrics;
-        assert_eq!(m.value("ratelimit_rls_failure_mode_answers", &[]), 0);
-        assert_eq!(
-            m.value(
-                "ratelimit_service_should_rate_limit_error",
-                &[("err_type", "redis_error")]
-            ),
-            0,
-            "{mode}"
-        );
+        assert_no_redis_errors(&rls, mode);
     }
 }
 
@@ -120,18 +139,8 @@ descriptors:
 async fn sliding_logs_past_one_calls_budget_are_decided_not_an_error() {
     let redis = Redis::start();
     for mode in ["unavailable", "open", "closed"] {
-        let rls = Rls::start(
-            &redis.url(),
-            LOGS,
-            &["--failure-mode", mode, "--redis-timeout-ms", "2000"],
-        )
-        .await;
-        let mut client = rls.client().await;
+        let (rls, mut client) = exhausted(&redis, LOGS, mode).await;
         let full = mode.to_string();
-        for _ in 0..10 {
-            let r = call(&mut client, request("d", vec![desc(&[("full", &full)])])).await;
-            assert_eq!(r.overall_code, OK, "{mode}");
-        }
         let logs: Vec<String> = (0..10).map(|i| format!("{mode}-{i}")).collect();
         let mut descriptors: Vec<_> = logs.iter().map(|v| desc(&[("sl", v)])).collect();
         descriptors.insert(5, desc(&[("full", &full)]));
@@ -151,15 +160,6 @@ async fn sliding_logs_past_one_calls_budget_are_decided_not_an_error() {
         let r = call(&mut client, request("d", descriptors)).await;
         assert_eq!(r.overall_code, OK, "{mode}");
         assert_eq!(statuses(&r), vec![(OK, Some(1000), 999); 10], "{mode}");
-        let m = &rls.running.shared.metrics;
-        assert_eq!(m.value("ratelimit_rls_failure_mode_answers", &[]), 0);
-        assert_eq!(
-            m.value(
-                "ratelimit_service_should_rate_limit_error",
-                &[("err_type", "redis_error")]
-            ),
-            0,
-            "{mode}"
-        );
+        assert_no_redis_errors(&rls, mode);
     }
 }

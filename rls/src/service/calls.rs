@@ -64,7 +64,7 @@ pub(super) const MAX_KEYS: usize = 64;
 /// `sliding-log-call-budget` and the library's. The server refuses a call
 /// over it with an error, so a request's sliding logs are split into calls
 /// that fit, as its keys are by 64 ([`log_entries`]).
-pub(super) const SLIDING_LOG_CALL_BUDGET: u64 = 4_000;
+const SLIDING_LOG_CALL_BUDGET: u64 = 4_000;
 
 /// The entries a limit counts against [`SLIDING_LOG_CALL_BUDGET`] as the
 /// server counts them, `limit + min(n, limit)` for a `SLIDINGLOG` (`n`: the
@@ -85,34 +85,31 @@ fn log_entries(a: &Active) -> u64 {
 /// single limit over the budget goes alone: the server's settings decide).
 pub(super) fn plan(active: &[Active], include: impl Fn(&Active) -> bool) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
-    // Per group: the log entries its limits count against the budget.
-    let mut entries: Vec<u64> = Vec::new();
     for (i, a) in active.iter().enumerate() {
         if a.m.rule.module_args.is_none() || !include(a) {
             continue;
         }
         let g = (a.m.rule.shadow_mode, a.slot, a.hits);
         let n = log_entries(a);
+        let fits = |members: &[usize]| {
+            n == 0
+                || members
+                    .iter()
+                    .map(|&m| log_entries(&active[m]))
+                    .fold(n, u64::saturating_add)
+                    <= SLIDING_LOG_CALL_BUDGET
+        };
         // A key named twice (the same descriptor twice, or values sharing a
         // wildcard's threshold) takes its hits twice: in another call, as
         // `RL.ALL` names each key once. A call holds at most 64 keys.
-        match groups
-            .iter_mut()
-            .zip(entries.iter_mut())
-            .find(|((k, members), used)| {
-                *k == g
-                    && members.len() < MAX_KEYS
-                    && (n == 0 || **used + n <= SLIDING_LOG_CALL_BUDGET)
-                    && members.iter().all(|&m| active[m].key != a.key)
-            }) {
-            Some(((_, members), used)) => {
-                members.push(i);
-                *used += n;
-            }
-            None => {
-                groups.push((g, vec![i]));
-                entries.push(n);
-            }
+        match groups.iter_mut().find(|(k, members)| {
+            *k == g
+                && members.len() < MAX_KEYS
+                && fits(members)
+                && members.iter().all(|&m| active[m].key != a.key)
+        }) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((g, vec![i])),
         }
     }
     groups
