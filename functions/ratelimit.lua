@@ -15,7 +15,7 @@
 -- ARGV[1], the function name.
 
 -- The library's version (rl_version): grows with every change.
-local VERSION = 24
+local VERSION = 25
 
 -- Everything is built inside `build`, on the first call: while a library
 -- loads, Redis 7.0 exposes only `redis` (not `string`, `math`, `pcall`).
@@ -401,7 +401,7 @@ end
 local GCRA, TOKENBUCKET, LEAKYBUCKET, FIXEDWINDOW, SLIDINGWINDOW, BUCKETWINDOW, CELL, SLIDINGLOG, CONCURRENCY
 local bucket_window_new, cell_new, reply_secs5, log_entries, log_forced_entries, e_over_budget, score_us, apply_log_block, stale_want
 local e_zset_member, zset_open, zset_count_after, z_old_members, small_dec, memo_check, ZADD_ARGS, SMALL_DEC
-local z_top
+local z_top, z_desc_extend
 
 local function check_limit_and_window(limit, window_us)
   if limit < 1 then e_range('limit', '>= 1') end
@@ -1648,13 +1648,51 @@ local function handed(kind, key)
   return nil
 end
 
+-- z.desc (`desc`, `held` entries) followed by `more`, the entries after
+-- them: a small one rebuilt at its size at once (not grown entry by entry).
+function z_desc_extend(z, desc, held, more)
+  if held == 1 then
+    desc = { desc[1], desc[2], unpack(more) }
+  elseif held == 2 then
+    desc = { desc[1], desc[2], desc[3], desc[4], unpack(more) }
+  else
+    for i = 1, #more do desc[2 * held + i] = more[i] end
+  end
+  z.desc = desc
+  return desc
+end
+
 -- The entries of z's set from its `offset`-th newest on, `count` of them,
 -- with their scores (ZREVRANGEBYSCORE key +inf -inf WITHSCORES LIMIT
--- offset count): those a hand-over holds not read again.
+-- offset count): those a hand-over holds, or that this call read already
+-- (z.desc: the newest entries by rank with their scores, a fast path's
+-- `read.top` at first), not read again. Read only: may be z.desc itself.
 function z_top(kind, z, offset, count)
   local asc = handed(kind, z.key)
   if asc == nil then
-    return rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', dec(offset), dec(count))
+    local desc = z.desc
+    if not desc then
+      local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', dec(offset), dec(count))
+      if offset == 0 then z.desc = got end
+      return got
+    end
+    local held = #desc / 2
+    local stop = offset + count
+    if stop > z.len then stop = z.len end
+    if stop > held then
+      -- Past what the call holds: the rest read, kept when it follows on.
+      local from = offset > held and offset or held
+      local more = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', dec(from), dec(stop - from))
+      if from == held then
+        desc = z_desc_extend(z, desc, held, more)
+        held = #desc / 2
+        if stop > held then stop = held end
+      end
+      if from == offset then return more end
+    end
+    if offset == 0 and stop == held then return desc end
+    if offset >= stop then return {} end
+    return { unpack(desc, 2 * offset + 1, 2 * stop) }
   end
   -- By rank from the lowest: hi down to lo; the hand-over holds 0 … held − 1.
   local held = #asc / 2
@@ -1705,6 +1743,35 @@ local function z_handed_range(z, asc, old_max, fetch, after)
   return got
 end
 
+-- The members of z's set scored after `old_max`, the newest first, `count`
+-- at most (ZREVRANGEBYSCORE key +inf (old_max LIMIT 0 count): those this
+-- call read already (z.desc, then z.above: a walk's, its newest entries by
+-- rank without scores) not read again; what it reads kept as z.above.
+local function z_above(z, old_max, count)
+  local desc, above = z.desc, z.above
+  local got, n = {}, 0
+  if desc then
+    for r = 0, #desc / 2 - 1 do
+      if n >= count or tonumber(desc[2 * r + 2]) <= old_max then return got end
+      n = n + 1
+      got[n] = desc[2 * r + 1]
+    end
+  end
+  if above and z.above_max == old_max then
+    for i = n + 1, #above do
+      if n >= count then return got end
+      n = n + 1
+      got[n] = above[i]
+    end
+    if z.above_all then return got end
+  end
+  if n >= count or n >= z.len then return got end
+  local more = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', dec(n), dec(count - n))
+  for i = 1, #more do got[n + i] = more[i] end
+  z.above, z.above_max, z.above_all = got, old_max, #more < count - n
+  return got
+end
+
 -- The sorted set of `key` at `now`, of `kind` (LOG_SET, LEASE_SET: the
 -- command its errors name, its most entries, its member checks), for the
 -- lease `id` (a lease set's; nil for a log): nil for no key, else {key, len,
@@ -1722,8 +1789,22 @@ function zset_open(kind, key, now, id, probe)
   -- read that the module does not read (one of another client's may be
   -- long: each read copies it).
   -- Built with its fields (not grown field by field: each growth rehashes).
-  local z = { key = key, len = len, id = id }
-  local top = z_top(kind, z, 0, 1)
+  -- What a fast path read of the set (kind.read) is not read again: its
+  -- newest entries (top), and its old ones (old, the oldest first): when
+  -- they are the whole set, the newest of them, or the next past the
+  -- block, one the module cannot have written is refused unread.
+  local read, top = kind.read, nil
+  if read and read.key == key then
+    top = read.top
+    local old = read.old
+    if not top and old and #old == len then
+      local m = old[len]
+      if m == 'B' then m = old[len - 1] end
+      if m ~= nil and m ~= 'B' and kind.newest(m) == nil then e_invalid(kind.cmd) end
+    end
+  end
+  local z = { key = key, len = len, id = id, desc = top or false }
+  top = z_top(kind, z, 0, 1)
   local block_score
   if top[1] == 'B' then
     block_score = top[2]
@@ -1776,14 +1857,25 @@ function zset_count_after(kind, z, old_max, at_most, want)
   -- not read again (a member of another client's may be long).
   local read, old = kind.read
   local asc = read and read.asc and handed(kind, z.key)
+  -- Nor read again by a second count (FORCE's): what the first fetched,
+  -- and only the rest when it may not be all.
   if asc then
     old = z_handed_range(z, asc, old_max, fetch)
   elseif read and read.key == z.key and read.old_max == old_max and read.fetch == fetch then
     old = read.old
+  elseif z.old and z.old_max == old_max then
+    old = z.old
+    local held = #old
+    if held == z.fetch and held < fetch then
+      local rest = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', dec(held), dec(fetch - held))
+      old = { unpack(old) }
+      for i = 1, #rest do old[held + i] = rest[i] end
+    end
   else
     old = rcall('ZRANGEBYSCORE', z.key, '-inf', dec(old_max), 'LIMIT', '0', dec(fetch))
   end
-  z.old = old
+  if z.fetch == nil or fetch > z.fetch then z.fetch = fetch end
+  z.old, z.old_max = old, old_max
   local n = #old
   if n > at_most + 1 then n = at_most + 1 end
   for i = 1, n do
@@ -1807,7 +1899,7 @@ function zset_count_after(kind, z, old_max, at_most, want)
     if asc then
       got = z_handed_range(z, asc, old_max, at_most + 1, true)
     else
-      got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '(' .. dec(old_max), 'LIMIT', '0', dec(at_most + 1))
+      got = z_above(z, old_max, at_most + 1)
     end
     for i = 1, #got do
       local m = got[i]
@@ -1926,11 +2018,36 @@ local function log_open(key, now)
 end
 
 -- The score of the k-th (0-based) newest entry, not the block; every
--- member walked checked.
-local function log_nth_newest(z, k)
+-- member walked checked. Of the newest k + 2 entries (ZREVRANGEBYSCORE key
+-- +inf -inf WITHSCORES LIMIT 0 k+2), those the call read already (z.desc
+-- with their scores, z.above without: then the one score wanted read
+-- alone) are not read again; what it reads kept in z.desc when `keep`
+-- (the call reads on: FORCE).
+local function log_nth_newest(z, k, keep)
   if z == nil then return nil end
-  local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', dec(k + 2))
+  local want = k + 2
+  if want > z.len then want = z.len end
+  local desc, above = z.desc, z.above
+  local held = desc and #desc / 2 or 0
+  local known = held
+  if above and #above > known then known = #above end
+  if known > want then known = want end
   local seen = 0
+  for r = 0, known - 1 do
+    local m = r < held and desc[2 * r + 1] or above[r + 1]
+    if m ~= 'B' then
+      if not is_log_member(m) then e_zset_member(LOG_SET, z) end
+      if seen == k then
+        local s = r < held and desc[2 * r + 2] or rcall('ZSCORE', z.key, m)
+        return score_us(tonumber(s))
+      end
+      seen = seen + 1
+    end
+  end
+  if known >= want then return nil end
+  -- The rest, read (kept when it follows on what the call holds).
+  local got = rcall('ZREVRANGEBYSCORE', z.key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', dec(known), dec(want - known))
+  if keep and desc and known == held then z_desc_extend(z, desc, held, got) end
   for i = 1, #got, 2 do
     local m = got[i]
     if m ~= 'B' then
@@ -1942,7 +2059,7 @@ local function log_nth_newest(z, k)
   return nil
 end
 
-function SLIDINGLOG.take(lim, z, now, cost, left)
+function SLIDINGLOG.take(lim, z, now, cost, left, keep)
   local newest = z and z.newest
   local t = now
   if newest and newest > now then t = newest end
@@ -1959,7 +2076,7 @@ function SLIDINGLOG.take(lim, z, now, cost, left)
   if cost > lim.limit then return { true, lim.limit, remaining, false, reset } end
   if live + cost > lim.limit then
     local retry = reset
-    local ts = log_nth_newest(z, lim.limit - cost)
+    local ts = log_nth_newest(z, lim.limit - cost, keep)
     if ts then retry = ts + lim.w - now end
     if retry < 1 then retry = 1 end
     return { true, lim.limit, remaining, retry, reset }
@@ -1976,7 +2093,7 @@ end
 -- FORCE (sliding_log.rs force): the entries logged past the limit, at
 -- most twice the limit in the window.
 function SLIDINGLOG.force(lim, z, now, cost, left)
-  local d, upd = SLIDINGLOG.take(lim, z, now, cost, left)
+  local d, upd = SLIDINGLOG.take(lim, z, now, cost, left, true)
   if not d[1] then return d, upd end
   local newest = z and z.newest
   local t = now
@@ -2889,10 +3006,12 @@ end
 local function fast_log(lookup)
   local LOG, MEMBER_OK, members = SLIDINGLOG, {}, 0
   local SET = LOG.set
-  -- The full path, handed this path's read of the old entries (zset_count_after
-  -- reads them no more: a member of another client's may be long).
-  local function full(keys, args, ro, now, old, cutoff, fetch)
-    if old then SET.read = { key = keys[1], old_max = cutoff, fetch = fetch, old = old } end
+  -- The full path, handed this path's read of the old entries and of the
+  -- newest ones with their scores (`top`, by rank from the newest: neither
+  -- read again by zset_open, zset_count_after, log_nth_newest; a member of
+  -- another client's may be long).
+  local function full(keys, args, ro, now, old, cutoff, fetch, top)
+    if old then SET.read = { key = keys[1], old_max = cutoff, fetch = fetch, old = old, top = top } end
     local reply = call('rl_slidinglog', keys, args, ro, now)
     SET.read = nil
     return reply
@@ -2931,7 +3050,7 @@ local function fast_log(lookup)
     local limit, w = lim.limit, lim.w
     local cutoff = now - w
     local newest, member, blocked, live = nil, nil, nil, 0
-    local old, fetch
+    local old, fetch, top
     if len > 0 then
       -- zset_count_after's walk of the old entries, with the stale entries
       -- an allowed call removes (the full path fetches as many).
@@ -2951,7 +3070,7 @@ local function fast_log(lookup)
       if n <= limit and upper + n > limit then
         -- Refused unless a block is among them: the newest limit − n + 2.
         local k = limit - n
-        local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', DEC_OF[k + 2] or memo_dec(k + 2))
+        top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', DEC_OF[k + 2] or memo_dec(k + 2))
         local seen, nth, lowest = 0, nil, nil
         for i = 1, #top, 2 do
           local m = top[i]
@@ -2960,9 +3079,9 @@ local function fast_log(lookup)
           else
             if not newest then
               member, newest = newest_entry(m, top[i + 1])
-              if not member then return full(keys, args, ro, now, old, cutoff, fetch) end
+              if not member then return full(keys, args, ro, now, old, cutoff, fetch, top) end
             elseif not is_member(m) then
-              return full(keys, args, ro, now, old, cutoff, fetch)
+              return full(keys, args, ro, now, old, cutoff, fetch, top)
             end
             if seen == k then nth = score_us(tonumber(top[i + 1])) end
             seen = seen + 1
@@ -2970,7 +3089,7 @@ local function fast_log(lookup)
           lowest = top[i + 1]
         end
         if newest == nil or newest > now or (blocked and blocked > now) then
-          return full(keys, args, ro, now, old, cutoff, fetch)
+          return full(keys, args, ro, now, old, cutoff, fetch, top)
         end
         -- The block: read (its score), among the old entries, absent (the
         -- whole set read), or not read: then at or before the lowest entry
@@ -2988,12 +3107,12 @@ local function fast_log(lookup)
           elseif upper - 1 >= limit and low <= now then
             after = true
           else
-            return full(keys, args, ro, now, old, cutoff, fetch)
+            return full(keys, args, ro, now, old, cutoff, fetch, top)
           end
         end
         live = after and upper - 1 or upper
         if live > limit + 1 then live = limit + 1 end
-        if live + n <= limit then return full(keys, args, ro, now, old, cutoff, fetch) end
+        if live + n <= limit then return full(keys, args, ro, now, old, cutoff, fetch, top) end
         local reset = newest + w - now
         local retry = reset
         if nth then retry = nth + w - now end
@@ -3004,21 +3123,24 @@ local function fast_log(lookup)
         return { 1, limit, remaining, (retry - q) / 1000 + (q > 0 and 1 or 0), (reset - r) / 1000 + (r > 0 and 1 or 0) }
       end
       -- zset_open: the newest entry, the next one past the block.
-      local top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
-      if top[1] == 'B' then
-        blocked = score_us(tonumber(top[2]))
-        top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '1', '1')
+      top = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '0', '1')
+      local m, score = top[1], top[2]
+      if m == 'B' then
+        blocked = score_us(tonumber(score))
+        local past = rcall('ZREVRANGEBYSCORE', key, '+inf', '-inf', 'WITHSCORES', 'LIMIT', '1', '1')
+        m, score = past[1], past[2]
+        top[3], top[4] = m, score
       end
-      if top[1] then
-        member, newest = newest_entry(top[1], top[2])
-        if not member then return full(keys, args, ro, now, old, cutoff, fetch) end
+      if m then
+        member, newest = newest_entry(m, score)
+        if not member then return full(keys, args, ro, now, old, cutoff, fetch, top) end
       end
       if not blocked and not old_block then
         local b = rcall('ZSCORE', key, 'B')
         if b then blocked = score_us(tonumber(b)) end
       end
       if (newest and newest > now) or (blocked and blocked > now) then
-        return full(keys, args, ro, now, old, cutoff, fetch)
+        return full(keys, args, ro, now, old, cutoff, fetch, top)
       end
       live = upper
       if blocked and blocked > cutoff then live = live - 1 end
@@ -3030,7 +3152,7 @@ local function fast_log(lookup)
     local remaining = limit - live
     if remaining < 0 then remaining = 0 end
     if n > limit or live + n > limit then
-      if n <= limit then return full(keys, args, ro, now, old, cutoff, fetch) end
+      if n <= limit then return full(keys, args, ro, now, old, cutoff, fetch, top) end
       local r = reset % 1000
       return { 1, limit, remaining, -1, (reset - r) / 1000 + (r > 0 and 1 or 0) }
     end

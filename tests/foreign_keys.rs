@@ -696,3 +696,176 @@ fn a_long_foreign_member_is_read_at_most_once() {
         assert_eq!(query::<i64>(&mut con, &["PTTL", key]).unwrap(), -1);
     }
 }
+
+/// Each sorted-set read a call made (SLOWLOG at 0 logs every command a
+/// script runs, before the script's own entry), run again by one `EVAL`
+/// (the set is unchanged: the call refused it): how many members longer
+/// than 4 KiB those reads copied into the script.
+fn long_members_copied(con: &mut redis::Connection, args: &[&str]) -> i64 {
+    let _: () = query(con, &["SLOWLOG", "RESET"]).unwrap();
+    let _: redis::Value = redis::cmd(args[0])
+        .arg(&args[1..])
+        .query(con)
+        .unwrap_or(redis::Value::Nil);
+    let entries: Vec<redis::Value> = query(con, &["SLOWLOG", "GET", "-1"]).unwrap();
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        other => panic!("a SLOWLOG argument: {other:?}"),
+    };
+    let mut copied = 0;
+    for entry in entries {
+        let redis::Value::Array(fields) = entry else {
+            panic!("a SLOWLOG entry: {entry:?}")
+        };
+        let redis::Value::Array(argv) = &fields[3] else {
+            panic!("SLOWLOG arguments: {fields:?}")
+        };
+        let argv: Vec<String> = argv.iter().map(text).collect();
+        let name = argv[0].to_ascii_uppercase();
+        // Every command that answers members: the ranges, the scans.
+        let answers_members = name.starts_with("ZRANGE")
+            || name.starts_with("ZREVRANGE")
+            || matches!(
+                name.as_str(),
+                "ZSCAN" | "ZRANDMEMBER" | "ZUNION" | "ZINTER" | "ZDIFF"
+            );
+        if !answers_members {
+            continue;
+        }
+        let mut replay = vec![
+            "EVAL",
+            "local n = 0 for _, v in ipairs(redis.call(unpack(ARGV))) do \
+             if type(v) == 'string' and #v > 4096 then n = n + 1 end end return n",
+            "0",
+        ];
+        replay.extend(argv.iter().map(String::as_str));
+        copied += query::<i64>(con, &replay).unwrap();
+    }
+    copied
+}
+
+/// The long member the newest entry (or among the newest the call reads)
+/// of a full log, or of one that is not full, or stale: the library's
+/// `rl_slidinglog` copied it twice (issue 41), its fast path's read of the
+/// newest entries, then the full path's zset_open or its retry lookup
+/// (`log_nth_newest`) read it again; `FORCE` read a stale one twice (each
+/// count fetched the old entries anew). Counted, not timed: each read
+/// the call ran (SLOWLOG) replayed. Every call answers the module's error
+/// and copies the member once. The library only (the module's reads are
+/// its API's, not logged).
+#[test]
+fn a_long_newest_member_is_copied_once() {
+    if common::engine() != common::Engine::Functions {
+        eprintln!("skipped for the module: its reads are not commands");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = slowlog_server();
+    let mut con = server.connect();
+    let _: () = query(&mut con, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]).unwrap();
+    let _: () = query(&mut con, &["CONFIG", "SET", "slowlog-max-len", "4096"]).unwrap();
+    let now = now_us(&mut con);
+    let long = |con: &mut redis::Connection, key: &str, at: i64| {
+        let _: () = query(
+            con,
+            &[
+                "EVAL",
+                "redis.call('ZADD', KEYS[1], ARGV[1], string.rep('x', 1048576))",
+                "1",
+                key,
+                &at.to_string(),
+            ],
+        )
+        .unwrap();
+    };
+    let add = |con: &mut redis::Connection, key: &str, at: i64, member: &str| {
+        let _: i64 = query(con, &["ZADD", key, &at.to_string(), member]).unwrap();
+    };
+    const S: i64 = 1_000_000;
+    // Full (limit 10): nine of the module's entries and the long one newest.
+    for i in 0..9 {
+        add(&mut con, "newest", now - 30 * S + i, &i.to_string());
+    }
+    long(&mut con, "newest", now - S);
+    // Full: the long one second newest (the retry looks it up).
+    for i in 0..9 {
+        add(&mut con, "second", now - 30 * S + i, &i.to_string());
+    }
+    long(&mut con, "second", now - 2 * S);
+    add(&mut con, "second", now - S, "9");
+    // Full: a past block newest, the long one next.
+    for i in 0..9 {
+        add(&mut con, "behind", now - 30 * S + i, &i.to_string());
+    }
+    long(&mut con, "behind", now - 2 * S);
+    add(&mut con, "behind", now - S, "B");
+    // Not full: the long one alone, live; stale.
+    long(&mut con, "alone", now - S);
+    long(&mut con, "stale", now - 3_600 * S);
+    // FORCE over a full log: twelve stale entries of the module's, the long
+    // one the oldest but twelve (read, not checked, by the first count).
+    for i in 0..12 {
+        add(
+            &mut con,
+            "forced",
+            now - 3_600 * S + i,
+            &(100 + i).to_string(),
+        );
+    }
+    long(&mut con, "forced", now - 3_000 * S);
+    for i in 0..10 {
+        add(&mut con, "forced", now - 30 * S + i, &i.to_string());
+    }
+    let not_ours = "(a member the module did not write)";
+    let other = "(it was written by something else)";
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["FCALL", "rl_slidinglog", "1", "newest", "10", "60"],
+            other,
+        ),
+        (
+            &["FCALL", "rl_slidinglog_ro", "1", "newest", "10", "60"],
+            other,
+        ),
+        (
+            &["FCALL", "rl_slidinglog", "1", "second", "10", "60"],
+            not_ours,
+        ),
+        (
+            &["FCALL", "rl_all", "1", "second", "SLIDINGLOG", "10", "60"],
+            not_ours,
+        ),
+        (
+            &["FCALL", "rl_slidinglog", "1", "behind", "10", "60"],
+            other,
+        ),
+        (&["FCALL", "rl_slidinglog", "1", "alone", "10", "60"], other),
+        (&["FCALL", "rl_slidinglog", "1", "stale", "10", "60"], other),
+        (
+            &["FCALL", "rl_slidinglog", "1", "forced", "10", "60", "FORCE"],
+            not_ours,
+        ),
+    ];
+    let mut copies = Vec::new();
+    for (command, why) in cases {
+        let err = call_err(&mut con, command);
+        assert!(
+            err.starts_with("ERR the value at ")
+                && err.contains(" is not RL.SLIDINGLOG state ")
+                && err.ends_with(why),
+            "{command:?}: {err}"
+        );
+        copies.push((
+            command[1..].join(" "),
+            long_members_copied(&mut con, command),
+        ));
+    }
+    assert!(
+        copies.iter().all(|(_, n)| *n == 1),
+        "each call copies the long member once: {copies:#?}"
+    );
+    for key in ["newest", "second", "behind", "alone", "stale", "forced"] {
+        assert_eq!(query::<i64>(&mut con, &["PTTL", key]).unwrap(), -1, "{key}");
+    }
+}
