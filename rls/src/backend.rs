@@ -52,6 +52,20 @@ impl BackendError {
             BackendError::Timeout(_) => false,
         }
     }
+
+    /// Whether Redis refused a call whose sliding logs may touch more
+    /// entries than the server's `sliding-log-call-budget` allows (`ERR this
+    /// call may touch … sliding-log entries …`; nothing was written): a
+    /// server set below the default the service plans its calls by.
+    pub fn is_over_log_budget(&self) -> bool {
+        let over =
+            |m: &str| m.contains("sliding-log entries") && m.contains("sliding-log-call-budget");
+        match self {
+            BackendError::Redis(e) => over(&e.to_string()),
+            BackendError::Reply(m) => over(m),
+            BackendError::Timeout(_) => false,
+        }
+    }
 }
 
 /// What one `RL.ALL` does with its tokens.

@@ -163,3 +163,72 @@ async fn sliding_logs_past_one_calls_budget_are_decided_not_an_error() {
         assert_no_redis_errors(&rls, mode);
     }
 }
+
+/// Sliding logs of 100 per hour.
+const SMALL_LOGS: &str = "domain: d
+descriptors:
+  - key: full
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: sl
+    rate_limit: {unit: hour, requests_per_unit: 100, algorithm: sliding_log}
+  - key: big
+    rate_limit: {unit: hour, requests_per_unit: 200, algorithm: sliding_log}
+";
+
+/// A server whose `sliding-log-call-budget` was set below the default the
+/// service plans by (4,000): ten logs of 100 fit one call by the service's
+/// count (1,010 entries) but not the server's 300. The calls the server
+/// refuses so are decided again, limit by limit (nothing was written),
+/// never answered by the failure mode: with one limit exhausted the
+/// request is `OVER_LIMIT` under every failure mode and no log keeps a hit.
+/// A log that alone passes the server's budget (200 + 150 hits > 300) is
+/// over its limit, as a hit count above any limit is: the request is
+/// `OVER_LIMIT`, nothing taken, never the failure mode's answer.
+/// (The module only: the library's budget is fixed at 4,000.)
+#[tokio::test]
+async fn a_server_budget_below_the_default_is_decided_not_an_error() {
+    if test_engine() != "module" {
+        return; // the library's budget is fixed: nothing to set lower
+    }
+    let redis = Redis::start_with_module(&[]);
+    let _: String = redis.query(&["CONFIG", "SET", "ratelimit.sliding-log-call-budget", "300"]);
+    for mode in ["unavailable", "open", "closed"] {
+        let (rls, mut client) = exhausted(&redis, SMALL_LOGS, mode).await;
+        let full = mode.to_string();
+        let logs: Vec<String> = (0..10).map(|i| format!("{mode}-{i}")).collect();
+        let mut descriptors: Vec<_> = logs.iter().map(|v| desc(&[("sl", v)])).collect();
+        descriptors.insert(5, desc(&[("full", &full)]));
+        let r = client
+            .should_rate_limit(request("d", descriptors.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{mode}: {e:?}"))
+            .into_inner();
+        assert_eq!(r.overall_code, OVER_LIMIT, "{mode}");
+        let mut expected = vec![(OK, Some(100), 100); 11];
+        expected[5] = (OVER_LIMIT, Some(10), 0);
+        assert_eq!(statuses(&r), expected, "{mode}");
+        // Without the exhausted limit: admitted, one hit in each log.
+        descriptors.remove(5);
+        let r = call(&mut client, request("d", descriptors)).await;
+        assert_eq!(r.overall_code, OK, "{mode}");
+        assert_eq!(statuses(&r), vec![(OK, Some(100), 99); 10], "{mode}");
+        // One log of 200 taking 150: past the server's budget alone.
+        let big = [desc_hits(&[("big", &full)], 150), desc(&[("sl", &logs[0])])];
+        let r = call(&mut client, request("d", big.to_vec())).await;
+        assert_eq!(r.overall_code, OVER_LIMIT, "{mode}");
+        assert_eq!(
+            statuses(&r),
+            vec![(OVER_LIMIT, Some(200), 0), (OK, Some(100), 99)],
+            "{mode}"
+        );
+        // Nothing was taken: 50 hits fit the budget and the limit.
+        let r = call(
+            &mut client,
+            request("d", vec![desc_hits(&[("big", &full)], 50)]),
+        )
+        .await;
+        assert_eq!(r.overall_code, OK, "{mode}");
+        assert_eq!(statuses(&r), vec![(OK, Some(200), 150)], "{mode}");
+        assert_no_redis_errors(&rls, mode);
+    }
+}

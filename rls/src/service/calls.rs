@@ -11,13 +11,16 @@
 //! overshoot refuses the request like a refusal: the `admitted` limits that
 //! took are refunded. A charge the limit cannot hold as a debt (the
 //! module's bounds: 366 days of debt, a sliding log at twice its limit)
-//! takes what is left of the limit instead ([`saturate`]).
+//! takes what is left of the limit instead ([`again`]).
+
+mod again;
 
 use futures_util::future::{join_all, try_join_all};
 
 use super::Shared;
 use crate::backend::{BackendError, LimitReply, Op, MAX_TOKENS};
 use crate::config::{Algorithm, Match};
+use again::decide_all;
 
 /// One descriptor's matched, enforced or shadow limit.
 pub(super) struct Active {
@@ -190,6 +193,11 @@ struct Decided {
     /// Calls refused whole because a forced limit cannot hold its charge
     /// (nothing was written): decided again, limit by limit.
     unrecordable: Vec<Call>,
+    /// Calls refused whole because their sliding logs pass the server's
+    /// `sliding-log-call-budget`, set below the default [`plan`] counts by
+    /// (nothing was written): decided again, limit by limit; a limit that
+    /// alone passes it is refused ([`again`]).
+    over_budget: Vec<Call>,
 }
 
 /// Records one call's replies in `outcomes`.
@@ -258,6 +266,7 @@ async fn decide_calls(
             {
                 decided.unrecordable.push(c);
             }
+            Err(e) if e.is_over_log_budget() => decided.over_budget.push(c),
             Err(e) => failed = Some(e),
         }
     }
@@ -265,91 +274,6 @@ async fn decide_calls(
         Some(e) => Err(e),
         None => Ok(decided),
     }
-}
-
-/// Decides `calls`, and again, limit by limit, those a charge too large for
-/// its limit refused whole: the request is then refused; the `admitted`
-/// limits look, each forced limit records its charge alone, and one that
-/// still cannot is saturated.
-async fn decide_all(
-    shared: &Shared,
-    active: &[Active],
-    calls: Vec<Call>,
-    outcomes: &mut [Option<Outcome>],
-) -> Result<Decided, BackendError> {
-    let mut decided = decide_calls(shared, active, calls, outcomes).await?;
-    if decided.unrecordable.is_empty() {
-        return Ok(decided);
-    }
-    decided.refused = true;
-    let mut again = Vec::new();
-    let mut full = Vec::new();
-    for c in std::mem::take(&mut decided.unrecordable) {
-        let (forced, admitted): (Vec<usize>, Vec<usize>) =
-            c.members.iter().partition(|&&m| forced_in(active, &c, m));
-        if !admitted.is_empty() {
-            again.push(Call {
-                members: admitted,
-                op: Op::Peek,
-                ..c
-            });
-        }
-        if let [only] = forced[..] {
-            full.push((only, c.slot, c.op));
-        } else {
-            again.extend(forced.into_iter().map(|m| Call {
-                members: vec![m],
-                ..c
-            }));
-        }
-    }
-    let second = decide_calls(shared, active, again, outcomes).await?;
-    for c in second.unrecordable {
-        full.extend(c.members.iter().map(|&m| (m, c.slot, c.op)));
-    }
-    for (m, slot, op) in full {
-        saturate(shared, active, m, slot, op, outcomes).await?;
-    }
-    Ok(decided)
-}
-
-/// A forced limit that cannot hold its charge as a debt: it takes what is
-/// left of it instead (the charge, refused, says how much is left; then
-/// that much), so it is exhausted, and its status is `OVER_LIMIT`.
-async fn saturate(
-    shared: &Shared,
-    active: &[Active],
-    m: usize,
-    slot: u16,
-    op: Op,
-    outcomes: &mut [Option<Outcome>],
-) -> Result<(), BackendError> {
-    let ordinary = |op| Call {
-        slot,
-        members: vec![m],
-        op,
-        force: false,
-    };
-    let (_, each) = send(shared, active, &ordinary(op)).await?;
-    let mut reply = each
-        .first()
-        .copied()
-        .ok_or_else(|| BackendError::Reply("RL.ALL answered no limit".into()))?;
-    if reply.limited {
-        if let Ok(left @ 1..) = u64::try_from(reply.remaining) {
-            let (_, each) = send(shared, active, &ordinary(Op::Take(left))).await?;
-            reply = each.first().copied().unwrap_or(reply);
-        }
-        reply.limited = true;
-        reply.remaining = 0;
-        reply.retry_after_ms = -1;
-    }
-    outcomes[active[m].index] = Some(Outcome {
-        reply,
-        untaken: 0,
-        cached: false,
-    });
-    Ok(())
 }
 
 /// Decides the active limits `include` keeps, filling `outcomes`; returns
