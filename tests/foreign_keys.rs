@@ -45,6 +45,32 @@ fn assert_no_slow_calls(con: &mut redis::Connection) {
     assert!(slow.is_empty(), "calls slower than 5 ms: {slow:?}");
 }
 
+/// Runs `setup`, then `calls` with the slow log emptied, until the server
+/// logs no module call slower than 5 ms, at most 3 times; returns how many
+/// tries it took. The slow log times a call by the clock, and a loaded
+/// shared machine can take the CPU from the server in the middle of one:
+/// a refund that deletes a log of 200,000 entries, about 70 µs of work,
+/// was logged at 3-8 ms under a load average of 7. A call whose own work
+/// passes 5 ms does so on every try.
+fn within_5_ms_in_one_of_3(
+    con: &mut redis::Connection,
+    mut setup: impl FnMut(&mut redis::Connection),
+    mut calls: impl FnMut(&mut redis::Connection),
+) -> usize {
+    let mut seen = Vec::new();
+    for tries in 1..=3 {
+        setup(con);
+        let _: () = query(con, &["SLOWLOG", "RESET"]).unwrap();
+        calls(con);
+        let slow = slow_module_calls(con);
+        if slow.is_empty() {
+            return tries;
+        }
+        seen.push(slow);
+    }
+    panic!("calls slower than 5 ms on each of 3 tries: {seen:?}");
+}
+
 #[test]
 fn sorted_sets_with_foreign_members_are_refused_without_reading_them() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -125,11 +151,6 @@ fn a_sorted_set_longer_than_any_log_is_refused_and_the_longest_log_is_freed_lazi
     fill_stale_log(&mut con, "z1", 1_000_000, |i| (i + 1).to_string());
     let now = now_us(&mut con);
     let _: i64 = query(&mut con, &["ZADD", "z1", &now.to_string(), "0"]).unwrap();
-    // The longest log there can be: every member below 200,000, all stale
-    // but the newest, which is live.
-    fill_stale_log(&mut con, "z2", 199_999, |i| (i + 1).to_string());
-    let _: i64 = query(&mut con, &["ZADD", "z2", &now.to_string(), "0"]).unwrap();
-    assert_eq!(query::<i64>(&mut con, &["ZCARD", "z2"]).unwrap(), 200_000);
     let _: () = query(&mut con, &["SLOWLOG", "RESET"]).unwrap();
 
     for extra in [&["REFUND", "1"][..], &[][..], &["PEEK"][..]] {
@@ -142,16 +163,26 @@ fn a_sorted_set_longer_than_any_log_is_refused_and_the_longest_log_is_freed_lazi
         );
     }
     assert_eq!(query::<i64>(&mut con, &["ZCARD", "z1"]).unwrap(), 1_000_001);
-
-    // The refund empties the longest log: it is deleted as UNLINK does,
-    // and propagated so.
-    let reply = call(
-        &mut con,
-        &["RL.SLIDINGLOG", "z2", "10", "60", "REFUND", "1"],
-    );
-    assert_eq!(reply, [0, 10, 10, -1, 0]);
-    assert_eq!(query::<i64>(&mut con, &["EXISTS", "z2"]).unwrap(), 0);
     assert_no_slow_calls(&mut con);
+
+    // The refund empties the longest log there can be (every member below
+    // 200,000, all stale but the newest, which is live): it is deleted as
+    // UNLINK does, and propagated so.
+    let longest = |con: &mut redis::Connection, key: &str| {
+        fill_stale_log(con, key, 199_999, |i| (i + 1).to_string());
+        let now = now_us(con);
+        let _: i64 = query(con, &["ZADD", key, &now.to_string(), "0"]).unwrap();
+        assert_eq!(query::<i64>(con, &["ZCARD", key]).unwrap(), 200_000);
+    };
+    let refunds = within_5_ms_in_one_of_3(
+        &mut con,
+        |con| longest(con, "z2"),
+        |con| {
+            let reply = call(con, &["RL.SLIDINGLOG", "z2", "10", "60", "REFUND", "1"]);
+            assert_eq!(reply, [0, 10, 10, -1, 0]);
+            assert_eq!(query::<i64>(con, &["EXISTS", "z2"]).unwrap(), 0);
+        },
+    );
 
     // A policy whose algorithm changed replaces such a log lazily too.
     let _: () = query(
@@ -159,32 +190,35 @@ fn a_sorted_set_longer_than_any_log_is_refused_and_the_longest_log_is_freed_lazi
         &["RL.POLICY", "SET", "p", "SLIDINGLOG", "10", "60"],
     )
     .unwrap();
-    fill_stale_log(&mut con, "z3", 199_999, |i| (i + 1).to_string());
-    let now = now_us(&mut con);
-    let _: i64 = query(&mut con, &["ZADD", "z3", &now.to_string(), "0"]).unwrap();
     let _: () = query(
         &mut con,
         &["RL.POLICY", "SET", "p", "GCRA", "9", "10", "1", "RESET"],
     )
     .unwrap();
-    let _: () = query(&mut con, &["SLOWLOG", "RESET"]).unwrap();
-    let reply = call(&mut con, &["RL.LIMIT", "z3", "p"]);
-    assert_eq!(reply[0], 0, "{reply:?}");
-    assert_eq!(
-        query::<String>(&mut con, &["TYPE", "z3"]).unwrap(),
-        "string"
+    let replaces = within_5_ms_in_one_of_3(
+        &mut con,
+        |con| {
+            let _: i64 = query(con, &["DEL", "z3"]).unwrap();
+            longest(con, "z3");
+        },
+        |con| {
+            let reply = call(con, &["RL.LIMIT", "z3", "p"]);
+            assert_eq!(reply[0], 0, "{reply:?}");
+            assert_eq!(query::<String>(con, &["TYPE", "z3"]).unwrap(), "string");
+            // A policy over the million-entry set keeps its error.
+            let err = call_err(con, &["RL.LIMIT", "z1", "p"]);
+            assert!(err.starts_with("WRONGTYPE"), "{err}");
+            assert_eq!(query::<i64>(con, &["ZCARD", "z1"]).unwrap(), 1_000_001);
+        },
     );
-    // A policy over the million-entry set keeps its error.
-    let err = call_err(&mut con, &["RL.LIMIT", "z1", "p"]);
-    assert!(err.starts_with("WRONGTYPE"), "{err}");
-    assert_eq!(query::<i64>(&mut con, &["ZCARD", "z1"]).unwrap(), 1_000_001);
-    assert_no_slow_calls(&mut con);
 
+    // One UNLINK per refund and per replacement (the DEL of a try's GCRA
+    // state before the next is a DEL).
     let aof = String::from_utf8_lossy(&aof_contents(server.dir.path())).to_lowercase();
     assert_eq!(
         aof.matches("unlink").count(),
-        2,
-        "the AOF holds both UNLINKs"
+        refunds + replaces,
+        "the AOF holds every UNLINK"
     );
 }
 
