@@ -231,14 +231,17 @@ fn fractional_periods_are_seconds_with_microsecond_resolution() {
 fn keys_expire_when_the_limiter_is_full_again() {
     let server = Server::start();
     let mut con = server.connect();
-    call(&mut con, &["RL.GCRA", "g", "1", "1", "0.02"]);
-    call(&mut con, &["RL.TOKENBUCKET", "t", "2", "1", "0.02"]);
+    // Full again 0.2 s after: time enough for the PTTLs below to find the
+    // keys alive on a busy machine too (with 0.02 s, a PTTL three calls
+    // later found none if the server lost the CPU for 20 ms).
+    call(&mut con, &["RL.GCRA", "g", "1", "1", "0.2"]);
+    call(&mut con, &["RL.TOKENBUCKET", "t", "2", "1", "0.2"]);
     call(&mut con, &["CL.THROTTLE", "c", "1", "1", "1"]);
     for key in ["g", "t", "c"] {
         let pttl: i64 = query(&mut con, &["PTTL", key]).unwrap();
         assert!(pttl > 0, "{key} has no expiry ({pttl})");
     }
-    std::thread::sleep(Duration::from_millis(40));
+    std::thread::sleep(Duration::from_millis(250));
     assert_eq!(query::<i64>(&mut con, &["EXISTS", "g", "t"]).unwrap(), 0);
 }
 
