@@ -243,38 +243,42 @@ fn writes_raise_the_keyspace_events_of_set_expire_and_zadd() {
             "{cmd:?}: a limited call raised an event"
         );
     }
+    // Windows of 1 s, calls 0.5 s apart: the second call must come before
+    // the first entries leave (0.5 s of margin), the third after they left
+    // and before the second's entry leaves (0.4 s of margin), on a busy
+    // machine too (with 0.2 s, 0.1 and 0.08 s).
     let log = |e: &str| (e.to_string(), "log".to_string());
-    call(
-        &mut con,
-        &["RL.SLIDINGLOG", "log", "3", "0.2", "TOKENS", "2"],
-    );
+    call(&mut con, &["RL.SLIDINGLOG", "log", "3", "1", "TOKENS", "2"]);
     assert_eq!(next_distinct_event(&mut pubsub), log("zadd"));
     assert_eq!(next_distinct_event(&mut pubsub), log("expire"));
-    std::thread::sleep(Duration::from_millis(100));
-    call(&mut con, &["RL.SLIDINGLOG", "log", "3", "0.2"]);
+    std::thread::sleep(Duration::from_millis(500));
+    call(&mut con, &["RL.SLIDINGLOG", "log", "3", "1"]);
     assert_eq!(next_distinct_event(&mut pubsub), log("zadd"));
     assert_eq!(next_distinct_event(&mut pubsub), log("expire"));
-    // 0.2 s after the first two entries they leave the window (the third
+    // 1 s after the first two entries they leave the window (the third
     // keeps the key alive): removing them raises zrem.
-    std::thread::sleep(Duration::from_millis(120));
-    call(&mut con, &["RL.SLIDINGLOG", "log", "3", "0.2"]);
+    std::thread::sleep(Duration::from_millis(600));
+    call(&mut con, &["RL.SLIDINGLOG", "log", "3", "1"]);
     assert_eq!(next_distinct_event(&mut pubsub), log("zrem"));
     assert_eq!(next_distinct_event(&mut pubsub), log("zadd"));
     assert_eq!(next_distinct_event(&mut pubsub), log("expire"));
+    // Deleted now: its expiry would raise `expired` amid big's events.
+    let _: () = query(&mut con, &["DEL", "log"]).unwrap();
+    assert_eq!(next_distinct_event(&mut pubsub), log("del"));
     // Many expired entries removed by one call: still one event.
     let big = |e: &str| (e.to_string(), "big".to_string());
     call(
         &mut con,
-        &["RL.SLIDINGLOG", "big", "100", "0.2", "TOKENS", "50"],
+        &["RL.SLIDINGLOG", "big", "100", "1", "TOKENS", "50"],
     );
     assert_eq!(next_distinct_event(&mut pubsub), big("zadd"));
     assert_eq!(next_distinct_event(&mut pubsub), big("expire"));
-    std::thread::sleep(Duration::from_millis(100));
-    call(&mut con, &["RL.SLIDINGLOG", "big", "100", "0.2"]);
+    std::thread::sleep(Duration::from_millis(500));
+    call(&mut con, &["RL.SLIDINGLOG", "big", "100", "1"]);
     assert_eq!(next_distinct_event(&mut pubsub), big("zadd"));
     assert_eq!(next_distinct_event(&mut pubsub), big("expire"));
-    std::thread::sleep(Duration::from_millis(120));
-    call(&mut con, &["RL.SLIDINGLOG", "big", "100", "0.2"]);
+    std::thread::sleep(Duration::from_millis(600));
+    call(&mut con, &["RL.SLIDINGLOG", "big", "100", "1"]);
     assert_eq!(next_distinct_event(&mut pubsub), big("zrem"));
     assert_eq!(next_distinct_event(&mut pubsub), big("zadd"));
     assert_eq!(next_distinct_event(&mut pubsub), big("expire"));
