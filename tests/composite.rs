@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{call_err, info_field, query, snapshot, wait_for_sync, Server};
 
@@ -260,6 +260,32 @@ fn until_refused(con: &mut redis::Connection, args: &[String]) -> Vec<i64> {
     reply
 }
 
+/// The server's clock, in ms.
+fn now_ms(con: &mut redis::Connection) -> i64 {
+    let t: Vec<i64> = query(con, &["TIME"]).unwrap();
+    t[0] * 1_000 + t[1] / 1_000
+}
+
+/// Runs `f` (given the attempt's number, for keys of its own) until it ran
+/// within one 100 ms window of the server's clock, at most three times, and
+/// returns what it returned: a FIXEDWINDOW or SLIDINGWINDOW limit of one per
+/// 0.1 s counts per window aligned to the clock, and a window that ends
+/// between a few calls changes what the later ones answer.
+fn within_one_window<T>(
+    con: &mut redis::Connection,
+    mut f: impl FnMut(&mut redis::Connection, usize) -> T,
+) -> T {
+    let mut attempt = 0;
+    loop {
+        let window = now_ms(con) / 100;
+        let out = f(con, attempt);
+        attempt += 1;
+        if attempt == 3 || now_ms(con) / 100 == window {
+            return out;
+        }
+    }
+}
+
 #[test]
 fn peek_answers_as_the_next_call_would_and_writes_nothing() {
     let server = Server::start();
@@ -294,23 +320,27 @@ fn peek_answers_as_the_next_call_would_and_writes_nothing() {
             }
         }
         // Limited now: PEEK says so, writes nothing, blocks nothing. (A
-        // clock-aligned window may end between two calls: then again.)
-        let mut peeked = vec![0];
-        let mut before = None;
-        for _ in 0..3 {
+        // clock-aligned window may end between two calls, and the key
+        // expires with it, which PEEK did not do: then again.)
+        let mut tries = 0;
+        let (before, after) = loop {
+            tries += 1;
             until_refused(&mut con, &with(cmd, &key, &[]));
-            before = dump(&mut con, &key);
-            peeked = run(&mut con, &with(cmd, &key, &["PEEK", "BLOCK", "60"]));
-            if peeked[0] == 1 {
-                break;
+            let started = Instant::now();
+            let pttl: i64 = query(&mut con, &["PTTL", &key]).unwrap();
+            let before = dump(&mut con, &key);
+            let peeked = run(&mut con, &with(cmd, &key, &["PEEK", "BLOCK", "60"]));
+            let after = dump(&mut con, &key);
+            let expired = after.is_none()
+                && pttl >= 0
+                && started.elapsed() + Duration::from_millis(1)
+                    >= Duration::from_millis(pttl as u64);
+            if tries == 3 || (peeked[0] == 1 && !expired) {
+                assert_eq!(peeked[0], 1, "{cmd:?}");
+                break (before, after);
             }
-        }
-        assert_eq!(peeked[0], 1, "{cmd:?}");
-        assert_eq!(
-            dump(&mut con, &key),
-            before,
-            "{cmd:?}: PEEK changed the key"
-        );
+        };
+        assert_eq!(after, before, "{cmd:?}: PEEK changed the key");
         std::thread::sleep(Duration::from_millis(250));
         assert_eq!(
             run(&mut con, &with(cmd, &key, &[]))[0],
@@ -549,15 +579,15 @@ fn refund_gives_tokens_back_and_a_full_limiter_loses_its_key() {
     let mut con = server.connect();
     for (i, cmd) in ONE_PER_100MS.iter().enumerate() {
         // Limit 1 everywhere: take it, give it back, take it again at once.
-        let key = format!("refund{i}");
-        assert_eq!(run(&mut con, &with(cmd, &key, &[]))[0], 0, "{cmd:?}");
-        until_refused(&mut con, &with(cmd, &key, &[]));
-        let r = run(&mut con, &with(cmd, &key, &["REFUND", "1"]));
+        let (key, r, kept) = within_one_window(&mut con, |con, attempt| {
+            let key = format!("refund{i}:{attempt}");
+            assert_eq!(run(con, &with(cmd, &key, &[]))[0], 0, "{cmd:?}");
+            until_refused(con, &with(cmd, &key, &[]));
+            let r = run(con, &with(cmd, &key, &["REFUND", "1"]));
+            (key.clone(), r, dump(con, &key))
+        });
         assert_eq!((r[0], r[2], r[3]), (0, 1, -1), "{cmd:?}: {r:?}");
-        assert!(
-            dump(&mut con, &key).is_none(),
-            "{cmd:?}: a full limiter kept its key"
-        );
+        assert!(kept.is_none(), "{cmd:?}: a full limiter kept its key");
         assert_eq!(
             run(&mut con, &with(cmd, &key, &[]))[0],
             0,
