@@ -3,7 +3,7 @@
 //! sliding logs past the server's `sliding-log-call-budget`.
 
 use super::{decide_calls, forced_in, send, Active, Call, Decided, Outcome, Shared};
-use crate::backend::{BackendError, Op};
+use crate::backend::{BackendError, LimitReply, Op};
 
 /// Decides `calls`, and again, limit by limit:
 ///
@@ -100,18 +100,30 @@ async fn over_budget(
         force: false,
     };
     let (_, each) = send(shared, active, &peek).await?;
+    if each.len() != c.members.len() {
+        return Err(BackendError::Reply(
+            "RL.ALL answered another number of limits".into(),
+        ));
+    }
     for (&m, reply) in c.members.iter().zip(&each) {
-        let mut reply = *reply;
-        reply.limited = true;
-        reply.remaining = 0;
-        reply.retry_after_ms = -1;
         outcomes[active[m].index] = Some(Outcome {
-            reply,
+            reply: exhausted(*reply),
             untaken: 0,
             cached: false,
         });
     }
     Ok(())
+}
+
+/// `reply` as a limit that refuses with nothing left and no retry time
+/// (`retry_after` -1: not by waiting).
+fn exhausted(reply: LimitReply) -> LimitReply {
+    LimitReply {
+        limited: true,
+        remaining: 0,
+        retry_after_ms: -1,
+        ..reply
+    }
 }
 
 /// A forced limit that cannot hold its charge as a debt: it takes what is
@@ -141,9 +153,7 @@ async fn saturate(
             let (_, each) = send(shared, active, &ordinary(Op::Take(left))).await?;
             reply = each.first().copied().unwrap_or(reply);
         }
-        reply.limited = true;
-        reply.remaining = 0;
-        reply.retry_after_ms = -1;
+        reply = exhausted(reply);
     }
     outcomes[active[m].index] = Some(Outcome {
         reply,
