@@ -56,6 +56,12 @@ from callgrind import (DEFAULT_MODULE, DEFAULT_SERVER, Connection, keep_backlog,
 
 BASELINE = os.path.join(HERE, "baseline.tsv")
 TOLERANCE = 0.02
+# A row this far over its baseline, or a ratio this close under its
+# enforced bound, is told (not failed): the counts move by up to 0.7 %
+# between runs, so a row that crept near the line fails at random, and
+# the change that pushes it over is rarely the one that made it creep.
+CREEP = 0.01
+NEAR_BOUND = 0.01
 CALLS = 1000
 KEYS = 200
 
@@ -448,6 +454,8 @@ def targets(results):
         lines.append(text)
         if ratio > bound:
             failures.append(text)
+        elif ratio > bound * (1 - NEAR_BOUND):
+            print(f"note: {name}: {ratio:.3f}, within {NEAR_BOUND:.1%} of its enforced bound {bound}")
     return lines, failures
 
 
@@ -538,9 +546,12 @@ def main():
         write_baseline(results)
         print(f"\nwrote {os.path.relpath(BASELINE, ROOT)}")
         return 0
+    creeping = []
     for row in rows:
         cmd = results[row.name][0]
         b = base.get(row.name)
+        if b is not None and b * (1 + CREEP) < cmd <= b * (1 + TOLERANCE):
+            creeping.append(f"{row.name} {cmd / b - 1:+.1%}")
         if b is None:
             failures.append(f"{row.name}: no baseline (add it: make bench-gate-update)")
         elif cmd > b * (1 + TOLERANCE):
@@ -552,6 +563,10 @@ def main():
         for name in base:
             if name not in results:
                 failures.append(f"{name}: a baseline without a row (remove it: make bench-gate-update)")
+    if creeping:
+        print(f"note: {len(creeping)} row{'s' if len(creeping) > 1 else ''} more than {CREEP:.0%} over their baselines (the gate fails "
+              f"at {TOLERANCE:.0%}): find what made them creep, or re-measure on purpose "
+              f"(make bench-gate-update): {', '.join(creeping)}")
     if failures:
         print("\nbench-gate: FAILED")
         for f in failures:
