@@ -74,7 +74,7 @@ test-rls: build-debug $(RLS_REFLECTION_VENV)/.stamp ## Build the module, then ru
 # bench-rls's gate (issue 47: the reached ratio with room for a shared machine's noise; rls/README.md).
 RLS_MAX_RATIO ?= 1.8
 
-bench-rls: build build-rls ## Envoy service benchmark: Redis cost per decision, RL.ALL vs INCRBY+EXPIRE (1, 3, 5 descriptors; time, and instructions under callgrind); the service at a fixed rate (ARGS='--rate 2000 --seconds 5'); fails when one limit costs the service more than RLS_MAX_RATIO (1.8; 0: no check) times the CPU per decision of a request answered without Redis
+bench-rls: build build-rls ## Envoy service benchmark: Redis cost per decision, RL.ALL vs INCRBY+EXPIRE (1, 3, 5 descriptors; time, and instructions under callgrind); the service at a fixed rate (ARGS='--rate 2000 --seconds 5'); fails when, at 64 streams, one limit costs the service more than RLS_MAX_RATIO (1.8; 0: no check) times the CPU per decision of a request answered without Redis
 	@scripts/setup.sh memcheck
 	@scripts/servers.sh memcheck >/dev/null
 	REDIS_SERVER=$(REDIS_SERVER) scripts/bench-rls.sh $(MODULE_RELEASE) $(TARGET_DIR)/release/rls-bench --max-ratio $(RLS_MAX_RATIO) $(ARGS)

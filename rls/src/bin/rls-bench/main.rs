@@ -60,7 +60,8 @@ struct Args {
     #[arg(long)]
     only: Option<String>,
     /// Part 3 fails (exit status 1) when one limit's CPU per decision in
-    /// the service is more than this times the baseline's; 0: no check.
+    /// the service, at the most streams, is more than this times the
+    /// baseline's; 0: no check.
     #[arg(long, default_value_t = 0.0)]
     max_ratio: f64,
     /// The server runs under `valgrind --tool=callgrind` with this pid:

