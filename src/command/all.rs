@@ -105,11 +105,13 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
     let mut concurrency = false;
     // A FORCE limit among them (no PEEK nor REFUND then).
     let mut forced = false;
+    // The word at `at`, read once: a limit's type, then what follows it
+    // (`FORCE`, the next limit's type, an option), `None` past the end.
+    let mut next = word_at(args, at)?;
     for i in 0..numkeys {
-        if at >= args.len() {
+        let Some(word) = next else {
             return Err(Error::LimitCount);
-        }
-        let word = args.bytes(at)?;
+        };
         let key = args.arg(2 + i)?;
         if let Some(kind) = Kind::of(word) {
             if kind == Kind::LeakyBucket {
@@ -119,7 +121,8 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             at += 1 + taken;
             let lease = acquire(args, &limit, &mut at)?;
             concurrency |= lease.is_some();
-            let force = force(args, &limit, &mut at)?;
+            next = word_at(args, at)?;
+            let force = force(args, &limit, &mut at, &mut next)?;
             forced |= force;
             let modes = decide::Modes {
                 force,
@@ -134,7 +137,8 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             at += 2;
             let lease = acquire(args, &rule.limit, &mut at)?;
             concurrency |= lease.is_some();
-            let force = force(args, &rule.limit, &mut at)?;
+            next = word_at(args, at)?;
+            let force = force(args, &rule.limit, &mut at, &mut next)?;
             forced |= force;
             let modes = decide::Modes {
                 force,
@@ -152,7 +156,7 @@ fn handler(ctx: Ctx, args: &Args) -> Result<Answer> {
             return Err(misplaced_zone(word, Error::UnknownLimit));
         }
     }
-    if at < args.len() && is_limit_keyword(args.bytes(at)?) {
+    if next.is_some_and(is_limit_keyword) {
         return Err(Error::LimitCount);
     }
     let mut with_limits = false;
@@ -217,10 +221,16 @@ fn acquire<'a>(
     }))
 }
 
-/// `FORCE` at `*at` (moved past it): whether the limit before it is
-/// forced. A `CONCURRENCY` limit refuses it.
-fn force(args: &Args, limit: &Limit, at: &mut usize) -> Result<bool> {
-    if *at >= args.len() || !is_keyword(args.bytes(*at)?, b"FORCE") {
+/// `FORCE` as `*next`, the word at `*at` (both moved past it): whether the
+/// limit before it is forced. A `CONCURRENCY` limit refuses it.
+#[inline(always)]
+fn force<'a>(
+    args: &Args<'a>,
+    limit: &Limit,
+    at: &mut usize,
+    next: &mut Option<&'a [u8]>,
+) -> Result<bool> {
+    if !next.is_some_and(|word| is_keyword(word, b"FORCE")) {
         return Ok(false);
     }
     if matches!(limit, Limit::Concurrency(_)) {
@@ -229,7 +239,18 @@ fn force(args: &Args, limit: &Limit, at: &mut usize) -> Result<bool> {
         });
     }
     *at += 1;
+    *next = word_at(args, *at)?;
     Ok(true)
+}
+
+/// The bytes of argument `at`, `None` past the last.
+#[inline(always)]
+fn word_at<'a>(args: &Args<'a>, at: usize) -> Result<Option<&'a [u8]>> {
+    if at < args.len() {
+        args.bytes(at).map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 /// [`Error::DuplicateKey`] unless the `numkeys` keys (from argument 2) are
