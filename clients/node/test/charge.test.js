@@ -4,10 +4,10 @@
 // the response is done) and rate-limiter-flexible's penalty(). The scenario of
 // a 1,000-token budget whose responses cost 600 each: check-then-charge serves
 // 2 requests, not 10 (a refused charge that took nothing served them all).
-const { test, describe, before, after } = require('node:test');
+const { test, describe, before, beforeEach, after } = require('node:test');
 const assert = require('node:assert');
 const express = require('express');
-const { startRedis, CLIENTS, request, listen, sleep } = require('./helpers');
+const { startRedis, CLIENTS, request, listen, sleep, awayFromWindowEnd } = require('./helpers');
 const { RateLimit, rateLimit, RateLimiterRedisModule } = require('..');
 
 const BUDGET = { type: 'fixedWindow', limit: 1000, window: 60 };
@@ -30,6 +30,8 @@ for (const [clientName, lib] of Object.entries(CLIENTS)) {
     after(async () => {
       await conn.close();
     });
+    // Its counts in 60 s fixed windows stay inside one window.
+    beforeEach(() => awayFromWindowEnd(redis.port, 60));
 
     test('charge() records past the limit; ordinary calls wait for the debt', async () => {
       const rl = new RateLimit(conn.client);

@@ -1,8 +1,8 @@
 'use strict';
 // One method per command, typed results and headers, through each client library.
-const { test, describe, before, after } = require('node:test');
+const { test, describe, before, beforeEach, after } = require('node:test');
 const assert = require('node:assert');
-const { startRedis, CLIENTS, TEST_ENGINE } = require('./helpers');
+const { startRedis, CLIENTS, TEST_ENGINE, awayFromWindowEnd } = require('./helpers');
 const { RateLimit, RateLimitResult, RateLimitUnavailableError } = require('..');
 
 let redis;
@@ -25,6 +25,8 @@ for (const [clientName, lib] of Object.entries(CLIENTS)) {
     after(async () => {
       await conn.close();
     });
+    // Its counts in 60 s fixed windows stay inside one window.
+    beforeEach(() => awayFromWindowEnd(redis.port, 60));
 
     test('gcra: a typed result, then limited with retryAfterMs', async () => {
       const first = await rl.gcra(k('gcra'), 4, 10, 1);

@@ -250,4 +250,17 @@ async function commandCalls(client, command) {
   return calls(command);
 }
 
-module.exports = { sleep, freePort, startRedis, startCluster, redisCli, CLIENTS, request, listen, hungServer, commandCalls, raw, TEST_ENGINE };
+/**
+ * Waits out the end of the server's clock-aligned window of `windowS` seconds
+ * when less than `marginS` of it is left (its clock: `TIME` on `port`), so that
+ * a test counting over several calls in such fixed windows runs inside one.
+ * Without it, such a test failed when a window ended between its calls: about
+ * once in (window ÷ the test's run time) runs.
+ */
+async function awayFromWindowEnd(port, windowS = 60, marginS = 2) {
+  const [secs, micros] = (await redisCli(port, 'TIME')).map(Number);
+  const leftS = windowS - (secs % windowS) - micros / 1e6;
+  if (leftS < marginS) await sleep(Math.ceil(leftS * 1000) + 10);
+}
+
+module.exports = { sleep, freePort, startRedis, startCluster, redisCli, CLIENTS, request, listen, hungServer, commandCalls, raw, awayFromWindowEnd, TEST_ENGINE };

@@ -121,6 +121,17 @@ class RedisServer:
         self.stop()
 
 
+def away_from_window_end(client: redis.Redis, window_s: int = 60, margin_s: float = 1.5) -> None:
+    """Waits out the end of the server's clock-aligned window of ``window_s`` seconds when less
+    than ``margin_s`` of it is left, so that a test counting over several calls in such fixed
+    (or sliding-counter) windows runs inside one. Without it such a test failed when a window
+    ended between its calls: about once in (window / the test's run time) runs."""
+    secs, micros = client.time()
+    left_s = window_s - secs % window_s - micros / 1e6
+    if left_s < margin_s:
+        time.sleep(left_s + 0.01)
+
+
 def calls(client: redis.Redis, command: str) -> int:
     """How many times ``command`` ran (INFO commandstats). Under ``RATELIMIT_TEST_ENGINE=
     functions``, a module command (``rl.gcra``, …) counts the library's calls (``FCALL``)."""
