@@ -337,11 +337,20 @@ impl Server {
         redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).expect("client")
     }
 
-    /// A new connection to this server.
+    /// A new connection to this server. A connect a signal interrupted
+    /// (`EINTR`: seen once in CI, 2026-11-28) is tried again, up to 3 times.
     pub fn connect(&self) -> redis::Connection {
-        self.client()
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .expect("connect")
+        let client = self.client();
+        let mut tries = 0;
+        loop {
+            match client.get_connection_with_timeout(Duration::from_secs(5)) {
+                Ok(con) => return con,
+                Err(e) if tries < 3 && e.to_string().contains("Interrupted system call") => {
+                    tries += 1;
+                }
+                Err(e) => panic!("connect: {e}"),
+            }
+        }
     }
 
     /// Whether the process is still running (a module panic would abort it).
